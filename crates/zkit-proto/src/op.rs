@@ -79,6 +79,231 @@ pub enum ErrorCode {
     ThrottledOp = -127,
 }
 
+impl OpCode {
+    /// Every op code, in declaration order.
+    pub const ALL: [OpCode; 33] = [
+        OpCode::Notification,
+        OpCode::Create,
+        OpCode::Delete,
+        OpCode::Exists,
+        OpCode::GetData,
+        OpCode::SetData,
+        OpCode::GetAcl,
+        OpCode::SetAcl,
+        OpCode::GetChildren,
+        OpCode::Sync,
+        OpCode::Ping,
+        OpCode::GetChildren2,
+        OpCode::Check,
+        OpCode::Multi,
+        OpCode::Create2,
+        OpCode::Reconfig,
+        OpCode::CheckWatches,
+        OpCode::RemoveWatches,
+        OpCode::CreateContainer,
+        OpCode::DeleteContainer,
+        OpCode::CreateTtl,
+        OpCode::MultiRead,
+        OpCode::Auth,
+        OpCode::SetWatches,
+        OpCode::Sasl,
+        OpCode::GetEphemerals,
+        OpCode::GetAllChildrenNumber,
+        OpCode::SetWatches2,
+        OpCode::AddWatch,
+        OpCode::WhoAmI,
+        OpCode::CreateSession,
+        OpCode::CloseSession,
+        OpCode::Error,
+    ];
+
+    /// The op code for a wire value; `None` for values ZooKeeper does not define (e.g. 10).
+    pub fn from_i32(v: i32) -> Option<OpCode> {
+        Some(match v {
+            0 => OpCode::Notification,
+            1 => OpCode::Create,
+            2 => OpCode::Delete,
+            3 => OpCode::Exists,
+            4 => OpCode::GetData,
+            5 => OpCode::SetData,
+            6 => OpCode::GetAcl,
+            7 => OpCode::SetAcl,
+            8 => OpCode::GetChildren,
+            9 => OpCode::Sync,
+            11 => OpCode::Ping,
+            12 => OpCode::GetChildren2,
+            13 => OpCode::Check,
+            14 => OpCode::Multi,
+            15 => OpCode::Create2,
+            16 => OpCode::Reconfig,
+            17 => OpCode::CheckWatches,
+            18 => OpCode::RemoveWatches,
+            19 => OpCode::CreateContainer,
+            20 => OpCode::DeleteContainer,
+            21 => OpCode::CreateTtl,
+            22 => OpCode::MultiRead,
+            100 => OpCode::Auth,
+            101 => OpCode::SetWatches,
+            102 => OpCode::Sasl,
+            103 => OpCode::GetEphemerals,
+            104 => OpCode::GetAllChildrenNumber,
+            105 => OpCode::SetWatches2,
+            106 => OpCode::AddWatch,
+            107 => OpCode::WhoAmI,
+            -10 => OpCode::CreateSession,
+            -11 => OpCode::CloseSession,
+            -1 => OpCode::Error,
+            _ => return None,
+        })
+    }
+
+    /// The wire value.
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+impl ErrorCode {
+    /// Every error code, in declaration order.
+    pub const ALL: [ErrorCode; 32] = [
+        ErrorCode::Ok,
+        ErrorCode::SystemError,
+        ErrorCode::RuntimeInconsistency,
+        ErrorCode::DataInconsistency,
+        ErrorCode::ConnectionLoss,
+        ErrorCode::MarshallingError,
+        ErrorCode::Unimplemented,
+        ErrorCode::OperationTimeout,
+        ErrorCode::BadArguments,
+        ErrorCode::UnknownSession,
+        ErrorCode::NewConfigNoQuorum,
+        ErrorCode::ReconfigInProgress,
+        ErrorCode::ApiError,
+        ErrorCode::NoNode,
+        ErrorCode::NoAuth,
+        ErrorCode::BadVersion,
+        ErrorCode::NoChildrenForEphemerals,
+        ErrorCode::NodeExists,
+        ErrorCode::NotEmpty,
+        ErrorCode::SessionExpired,
+        ErrorCode::InvalidCallback,
+        ErrorCode::InvalidAcl,
+        ErrorCode::AuthFailed,
+        ErrorCode::SessionMoved,
+        ErrorCode::NotReadOnly,
+        ErrorCode::EphemeralOnLocalSession,
+        ErrorCode::NoWatcher,
+        ErrorCode::RequestTimeout,
+        ErrorCode::ReconfigDisabled,
+        ErrorCode::SessionClosedRequireSaslAuth,
+        ErrorCode::QuotaExceeded,
+        ErrorCode::ThrottledOp,
+    ];
+
+    /// The error code for a wire value; `None` for values ZooKeeper does not define.
+    pub fn from_i32(v: i32) -> Option<ErrorCode> {
+        Some(match v {
+            0 => ErrorCode::Ok,
+            -1 => ErrorCode::SystemError,
+            -2 => ErrorCode::RuntimeInconsistency,
+            -3 => ErrorCode::DataInconsistency,
+            -4 => ErrorCode::ConnectionLoss,
+            -5 => ErrorCode::MarshallingError,
+            -6 => ErrorCode::Unimplemented,
+            -7 => ErrorCode::OperationTimeout,
+            -8 => ErrorCode::BadArguments,
+            -12 => ErrorCode::UnknownSession,
+            -13 => ErrorCode::NewConfigNoQuorum,
+            -14 => ErrorCode::ReconfigInProgress,
+            -100 => ErrorCode::ApiError,
+            -101 => ErrorCode::NoNode,
+            -102 => ErrorCode::NoAuth,
+            -103 => ErrorCode::BadVersion,
+            -108 => ErrorCode::NoChildrenForEphemerals,
+            -110 => ErrorCode::NodeExists,
+            -111 => ErrorCode::NotEmpty,
+            -112 => ErrorCode::SessionExpired,
+            -113 => ErrorCode::InvalidCallback,
+            -114 => ErrorCode::InvalidAcl,
+            -115 => ErrorCode::AuthFailed,
+            -118 => ErrorCode::SessionMoved,
+            -119 => ErrorCode::NotReadOnly,
+            -120 => ErrorCode::EphemeralOnLocalSession,
+            -121 => ErrorCode::NoWatcher,
+            -122 => ErrorCode::RequestTimeout,
+            -123 => ErrorCode::ReconfigDisabled,
+            -124 => ErrorCode::SessionClosedRequireSaslAuth,
+            -125 => ErrorCode::QuotaExceeded,
+            -127 => ErrorCode::ThrottledOp,
+            _ => return None,
+        })
+    }
+
+    /// The wire value.
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// ZooKeeper's message for the code (`KeeperException.getCodeMessage`), as shown after
+    /// "KeeperErrorCode = " by the Java client.
+    pub fn message(self) -> &'static str {
+        match self {
+            ErrorCode::Ok => "ok",
+            ErrorCode::SystemError => "SystemError",
+            ErrorCode::RuntimeInconsistency => "RuntimeInconsistency",
+            ErrorCode::DataInconsistency => "DataInconsistency",
+            ErrorCode::ConnectionLoss => "ConnectionLoss",
+            ErrorCode::MarshallingError => "MarshallingError",
+            ErrorCode::Unimplemented => "Unimplemented",
+            ErrorCode::OperationTimeout => "OperationTimeout",
+            ErrorCode::BadArguments => "BadArguments",
+            ErrorCode::UnknownSession => "Unknown session",
+            ErrorCode::NewConfigNoQuorum => "NewConfigNoQuorum",
+            ErrorCode::ReconfigInProgress => "ReconfigInProgress",
+            ErrorCode::ApiError => "APIError",
+            ErrorCode::NoNode => "NoNode",
+            ErrorCode::NoAuth => "NoAuth",
+            ErrorCode::BadVersion => "BadVersion",
+            ErrorCode::NoChildrenForEphemerals => "NoChildrenForEphemerals",
+            ErrorCode::NodeExists => "NodeExists",
+            ErrorCode::NotEmpty => "Directory not empty",
+            ErrorCode::SessionExpired => "Session expired",
+            ErrorCode::InvalidCallback => "Invalid callback",
+            ErrorCode::InvalidAcl => "InvalidACL",
+            ErrorCode::AuthFailed => "AuthFailed",
+            ErrorCode::SessionMoved => "Session moved",
+            ErrorCode::NotReadOnly => "Not a read-only call",
+            ErrorCode::EphemeralOnLocalSession => "Ephemeral node on local session",
+            ErrorCode::NoWatcher => "No such watcher",
+            ErrorCode::RequestTimeout => "Request timeout",
+            ErrorCode::ReconfigDisabled => "Reconfig is disabled",
+            ErrorCode::SessionClosedRequireSaslAuth => {
+                "Session closed because client failed to authenticate"
+            }
+            ErrorCode::QuotaExceeded => "Quota has exceeded",
+            ErrorCode::ThrottledOp => "Op throttled due to high load",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl From<ErrorCode> for i32 {
+    fn from(e: ErrorCode) -> i32 {
+        e.code()
+    }
+}
+
+impl From<OpCode> for i32 {
+    fn from(o: OpCode) -> i32 {
+        o.code()
+    }
+}
+
 /// Special xids.
 pub mod xid {
     /// Watch notification.
@@ -172,4 +397,32 @@ pub mod add_watch_mode {
     pub const PERSISTENT: i32 = 0;
     /// Persistent recursive.
     pub const PERSISTENT_RECURSIVE: i32 = 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_codes_round_trip_and_ten_is_unknown() {
+        for op in OpCode::ALL {
+            assert_eq!(OpCode::from_i32(op.code()), Some(op));
+        }
+        assert_eq!(OpCode::from_i32(10), None);
+        assert_eq!(OpCode::from_i32(108), None);
+        assert_eq!(OpCode::Multi.code(), 14);
+        assert_eq!(OpCode::CloseSession.code(), -11);
+    }
+
+    #[test]
+    fn error_codes_round_trip_and_display_zookeeper_messages() {
+        for e in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_i32(e.code()), Some(e));
+        }
+        assert_eq!(ErrorCode::from_i32(-109), None);
+        assert_eq!(ErrorCode::NoNode.code(), -101);
+        assert_eq!(ErrorCode::NoNode.to_string(), "NoNode");
+        assert_eq!(ErrorCode::NotEmpty.to_string(), "Directory not empty");
+        assert_eq!(ErrorCode::InvalidAcl.to_string(), "InvalidACL");
+    }
 }

@@ -3,6 +3,13 @@
 //! Field names follow jute's, in snake case. Encoding and decoding are in [`crate::codec`]
 //! via the [`crate::codec::Record`] trait, implemented for each record here.
 
+use bytes::BytesMut;
+
+use crate::codec::{
+    put_bool, put_buffer, put_i32, put_i64, put_opt_ustring, put_string_vec, put_ustring, put_vec,
+    DecodeError, Reader, Record,
+};
+
 /// An identity: `scheme:id` (e.g. `world:anyone`, `digest:user:hash`, `ip:10.0.0.0/8`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Id {
@@ -310,4 +317,686 @@ pub struct ClientInfo {
     pub auth_scheme: String,
     /// User within it.
     pub user: String,
+}
+
+/// Precedes every sub-op of a multi/multiRead request and every sub-result of its response;
+/// `{type: -1, done: true, err: -1}` ends the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultiHeader {
+    /// Sub-op (or result) type: an op code, or -1 for an error result / the terminator.
+    pub op_type: i32,
+    /// True only on the terminator.
+    pub done: bool,
+    /// -1 in requests; the result's error code in responses (0 on success).
+    pub err: i32,
+}
+
+impl MultiHeader {
+    /// The header that ends a multi request or response.
+    pub const END: MultiHeader = MultiHeader {
+        op_type: -1,
+        done: true,
+        err: -1,
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record impls: fields in jute declaration order.
+
+impl Record for Id {
+    const MIN_ENCODED_LEN: usize = 8;
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.scheme);
+        put_ustring(buf, &self.id);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Id {
+            scheme: r.read_ustring()?,
+            id: r.read_ustring()?,
+        })
+    }
+}
+
+impl Record for Acl {
+    const MIN_ENCODED_LEN: usize = 12;
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i32(buf, self.perms);
+        self.id.encode(buf);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Acl {
+            perms: r.read_i32()?,
+            id: Id::decode(r)?,
+        })
+    }
+}
+
+impl Record for Stat {
+    const MIN_ENCODED_LEN: usize = 68;
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i64(buf, self.czxid);
+        put_i64(buf, self.mzxid);
+        put_i64(buf, self.ctime);
+        put_i64(buf, self.mtime);
+        put_i32(buf, self.version);
+        put_i32(buf, self.cversion);
+        put_i32(buf, self.aversion);
+        put_i64(buf, self.ephemeral_owner);
+        put_i32(buf, self.data_length);
+        put_i32(buf, self.num_children);
+        put_i64(buf, self.pzxid);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Stat {
+            czxid: r.read_i64()?,
+            mzxid: r.read_i64()?,
+            ctime: r.read_i64()?,
+            mtime: r.read_i64()?,
+            version: r.read_i32()?,
+            cversion: r.read_i32()?,
+            aversion: r.read_i32()?,
+            ephemeral_owner: r.read_i64()?,
+            data_length: r.read_i32()?,
+            num_children: r.read_i32()?,
+            pzxid: r.read_i64()?,
+        })
+    }
+}
+
+impl Record for ConnectRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i32(buf, self.protocol_version);
+        put_i64(buf, self.last_zxid_seen);
+        put_i32(buf, self.time_out);
+        put_i64(buf, self.session_id);
+        put_buffer(buf, &self.passwd);
+        if let Some(ro) = self.read_only {
+            put_bool(buf, ro);
+        }
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ConnectRequest {
+            protocol_version: r.read_i32()?,
+            last_zxid_seen: r.read_i64()?,
+            time_out: r.read_i32()?,
+            session_id: r.read_i64()?,
+            passwd: r.read_buffer()?,
+            // Clients up to 3.3 end the record here; Apache reads readOnly in a try/catch.
+            read_only: if r.is_empty() {
+                None
+            } else {
+                Some(r.read_bool()?)
+            },
+        })
+    }
+}
+
+impl Record for ConnectResponse {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i32(buf, self.protocol_version);
+        put_i32(buf, self.time_out);
+        put_i64(buf, self.session_id);
+        put_buffer(buf, &self.passwd);
+        if let Some(ro) = self.read_only {
+            put_bool(buf, ro);
+        }
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ConnectResponse {
+            protocol_version: r.read_i32()?,
+            time_out: r.read_i32()?,
+            session_id: r.read_i64()?,
+            passwd: r.read_buffer()?,
+            read_only: if r.is_empty() {
+                None
+            } else {
+                Some(r.read_bool()?)
+            },
+        })
+    }
+}
+
+impl Record for RequestHeader {
+    const MIN_ENCODED_LEN: usize = 8;
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i32(buf, self.xid);
+        put_i32(buf, self.op);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(RequestHeader {
+            xid: r.read_i32()?,
+            op: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for ReplyHeader {
+    const MIN_ENCODED_LEN: usize = 16;
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i32(buf, self.xid);
+        put_i64(buf, self.zxid);
+        put_i32(buf, self.err);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ReplyHeader {
+            xid: r.read_i32()?,
+            zxid: r.read_i64()?,
+            err: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for WatcherEvent {
+    const MIN_ENCODED_LEN: usize = 12;
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i32(buf, self.event_type);
+        put_i32(buf, self.state);
+        put_ustring(buf, &self.path);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(WatcherEvent {
+            event_type: r.read_i32()?,
+            state: r.read_i32()?,
+            path: r.read_ustring()?,
+        })
+    }
+}
+
+impl Record for CreateRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_buffer(buf, &self.data);
+        put_vec(buf, &self.acl);
+        put_i32(buf, self.flags);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CreateRequest {
+            path: r.read_ustring()?,
+            data: r.read_buffer()?,
+            acl: r.read_vec()?,
+            flags: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for CreateTtlRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_buffer(buf, &self.data);
+        put_vec(buf, &self.acl);
+        put_i32(buf, self.flags);
+        put_i64(buf, self.ttl);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CreateTtlRequest {
+            path: r.read_ustring()?,
+            data: r.read_buffer()?,
+            acl: r.read_vec()?,
+            flags: r.read_i32()?,
+            ttl: r.read_i64()?,
+        })
+    }
+}
+
+impl Record for DeleteRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_i32(buf, self.version);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(DeleteRequest {
+            path: r.read_ustring()?,
+            version: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for PathWatchRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_bool(buf, self.watch);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(PathWatchRequest {
+            path: r.read_ustring()?,
+            watch: r.read_bool()?,
+        })
+    }
+}
+
+impl Record for SetDataRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_buffer(buf, &self.data);
+        put_i32(buf, self.version);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SetDataRequest {
+            path: r.read_ustring()?,
+            data: r.read_buffer()?,
+            version: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for SetAclRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_vec(buf, &self.acl);
+        put_i32(buf, self.version);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SetAclRequest {
+            path: r.read_ustring()?,
+            acl: r.read_vec()?,
+            version: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for CheckVersionRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_i32(buf, self.version);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CheckVersionRequest {
+            path: r.read_ustring()?,
+            version: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for WatchesRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_i32(buf, self.watcher_type);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(WatchesRequest {
+            path: r.read_ustring()?,
+            watcher_type: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for AddWatchRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.path);
+        put_i32(buf, self.mode);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(AddWatchRequest {
+            path: r.read_ustring()?,
+            mode: r.read_i32()?,
+        })
+    }
+}
+
+impl Record for SetWatches {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i64(buf, self.relative_zxid);
+        put_string_vec(buf, &self.data_watches);
+        put_string_vec(buf, &self.exist_watches);
+        put_string_vec(buf, &self.child_watches);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SetWatches {
+            relative_zxid: r.read_i64()?,
+            data_watches: r.read_string_vec()?,
+            exist_watches: r.read_string_vec()?,
+            child_watches: r.read_string_vec()?,
+        })
+    }
+}
+
+impl Record for SetWatches2 {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i64(buf, self.relative_zxid);
+        put_string_vec(buf, &self.data_watches);
+        put_string_vec(buf, &self.exist_watches);
+        put_string_vec(buf, &self.child_watches);
+        put_string_vec(buf, &self.persistent_watches);
+        put_string_vec(buf, &self.persistent_recursive_watches);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SetWatches2 {
+            relative_zxid: r.read_i64()?,
+            data_watches: r.read_string_vec()?,
+            exist_watches: r.read_string_vec()?,
+            child_watches: r.read_string_vec()?,
+            persistent_watches: r.read_string_vec()?,
+            persistent_recursive_watches: r.read_string_vec()?,
+        })
+    }
+}
+
+impl Record for AuthPacket {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i32(buf, self.auth_type);
+        put_ustring(buf, &self.scheme);
+        put_buffer(buf, &self.auth);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(AuthPacket {
+            auth_type: r.read_i32()?,
+            scheme: r.read_ustring()?,
+            auth: r.read_buffer()?,
+        })
+    }
+}
+
+impl Record for ReconfigRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_opt_ustring(buf, self.joining_servers.as_deref());
+        put_opt_ustring(buf, self.leaving_servers.as_deref());
+        put_opt_ustring(buf, self.new_members.as_deref());
+        put_i64(buf, self.cur_config_id);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ReconfigRequest {
+            joining_servers: r.read_opt_ustring()?,
+            leaving_servers: r.read_opt_ustring()?,
+            new_members: r.read_opt_ustring()?,
+            cur_config_id: r.read_i64()?,
+        })
+    }
+}
+
+impl Record for SaslRequest {
+    fn encode(&self, buf: &mut BytesMut) {
+        put_buffer(buf, &self.token);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SaslRequest {
+            token: r.read_buffer()?,
+        })
+    }
+}
+
+impl Record for ClientInfo {
+    const MIN_ENCODED_LEN: usize = 8;
+    fn encode(&self, buf: &mut BytesMut) {
+        put_ustring(buf, &self.auth_scheme);
+        put_ustring(buf, &self.user);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ClientInfo {
+            auth_scheme: r.read_ustring()?,
+            user: r.read_ustring()?,
+        })
+    }
+}
+
+impl Record for MultiHeader {
+    const MIN_ENCODED_LEN: usize = 9;
+    fn encode(&self, buf: &mut BytesMut) {
+        put_i32(buf, self.op_type);
+        put_bool(buf, self.done);
+        put_i32(buf, self.err);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(MultiHeader {
+            op_type: r.read_i32()?,
+            done: r.read_bool()?,
+            err: r.read_i32()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{assert_round_trip, assert_truncations_fail};
+
+    fn stat() -> Stat {
+        Stat {
+            czxid: 1,
+            mzxid: 2,
+            ctime: 1_700_000_000_000,
+            mtime: 1_700_000_000_001,
+            version: 3,
+            cversion: -1,
+            aversion: 5,
+            ephemeral_owner: 0x1234_5678_9abc_def0,
+            data_length: 7,
+            num_children: 8,
+            pzxid: 9,
+        }
+    }
+
+    fn world_anyone() -> Acl {
+        Acl {
+            perms: crate::op::perms::ALL,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn stat_and_acl_round_trip() {
+        let bytes = assert_round_trip(&stat());
+        assert_eq!(bytes.len(), Stat::MIN_ENCODED_LEN);
+        assert_truncations_fail(&stat());
+        let bytes = assert_round_trip(&world_anyone());
+        assert_eq!(
+            &bytes[..],
+            b"\x00\x00\x00\x1f\x00\x00\x00\x05world\x00\x00\x00\x06anyone"
+        );
+        assert_truncations_fail(&world_anyone());
+    }
+
+    /// A ConnectRequest exactly as the Java client 3.8 sends it for a new session.
+    #[test]
+    fn connect_request_golden_bytes_from_java_client() {
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out: 30_000,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        };
+        let mut expected = vec![0, 0, 0, 0]; // protocolVersion
+        expected.extend([0; 8]); // lastZxidSeen
+        expected.extend([0, 0, 0x75, 0x30]); // timeOut 30000
+        expected.extend([0; 8]); // sessionId
+        expected.extend([0, 0, 0, 16]); // passwd length
+        expected.extend([0; 16]);
+        expected.push(0); // readOnly
+        let bytes = assert_round_trip(&req);
+        assert_eq!(&bytes[..], &expected[..]);
+        assert_eq!(bytes.len(), 45);
+    }
+
+    #[test]
+    fn connect_read_only_is_optional_both_ways() {
+        let old = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0x42,
+            time_out: 4000,
+            session_id: 0x0100_0000_0000_0001,
+            passwd: vec![7; 16],
+            read_only: None,
+        };
+        let bytes = assert_round_trip(&old);
+        assert_eq!(bytes.len(), 44);
+        assert_truncations_fail(&old);
+        let resp = ConnectResponse {
+            protocol_version: 0,
+            time_out: 4000,
+            session_id: 1,
+            passwd: vec![1; 16],
+            read_only: None,
+        };
+        assert_eq!(assert_round_trip(&resp).len(), 36);
+        assert_truncations_fail(&resp);
+        let resp = ConnectResponse {
+            read_only: Some(true),
+            ..resp
+        };
+        assert_eq!(assert_round_trip(&resp).len(), 37);
+    }
+
+    #[test]
+    fn headers_golden_bytes() {
+        let h = ReplyHeader {
+            xid: 1,
+            zxid: 0x10,
+            err: crate::ErrorCode::NoNode.code(),
+        };
+        let bytes = assert_round_trip(&h);
+        assert_eq!(
+            &bytes[..],
+            &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0x10, 0xff, 0xff, 0xff, 0x9b]
+        );
+        assert_truncations_fail(&h);
+        let r = RequestHeader { xid: -2, op: 11 };
+        assert_eq!(
+            &assert_round_trip(&r)[..],
+            &[0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11]
+        );
+        assert_eq!(
+            &assert_round_trip(&MultiHeader::END)[..],
+            &[0xff, 0xff, 0xff, 0xff, 1, 0xff, 0xff, 0xff, 0xff]
+        );
+    }
+
+    #[test]
+    fn watcher_event_round_trip() {
+        let e = WatcherEvent {
+            event_type: crate::op::event_type::NODE_DATA_CHANGED,
+            state: crate::op::keeper_state::SYNC_CONNECTED,
+            path: "/a/b".into(),
+        };
+        assert_round_trip(&e);
+        assert_truncations_fail(&e);
+    }
+
+    #[test]
+    fn create_family_round_trip() {
+        let c = CreateRequest {
+            path: "/n".into(),
+            data: b"v".to_vec(),
+            acl: vec![world_anyone()],
+            flags: crate::op::create_mode::EPHEMERAL_SEQUENTIAL,
+        };
+        assert_round_trip(&c);
+        assert_truncations_fail(&c);
+        let t = CreateTtlRequest {
+            path: "/t".into(),
+            data: vec![],
+            acl: vec![],
+            flags: crate::op::create_mode::PERSISTENT_WITH_TTL,
+            ttl: 1_099_511_627_775,
+        };
+        assert_round_trip(&t);
+        assert_truncations_fail(&t);
+    }
+
+    fn check<T: Record + PartialEq + std::fmt::Debug>(v: T) {
+        assert_round_trip(&v);
+        assert_truncations_fail(&v);
+    }
+
+    #[test]
+    fn path_ops_round_trip() {
+        check(DeleteRequest {
+            path: "/d".into(),
+            version: -1,
+        });
+        check(PathWatchRequest {
+            path: "/w".into(),
+            watch: true,
+        });
+        check(SetDataRequest {
+            path: "/s".into(),
+            data: vec![0, 255],
+            version: 3,
+        });
+        check(SetAclRequest {
+            path: "/s".into(),
+            acl: vec![world_anyone()],
+            version: 0,
+        });
+        check(CheckVersionRequest {
+            path: "/c".into(),
+            version: 9,
+        });
+        check(WatchesRequest {
+            path: "/c".into(),
+            watcher_type: 3,
+        });
+        check(AddWatchRequest {
+            path: "/c".into(),
+            mode: 1,
+        });
+    }
+
+    #[test]
+    fn set_watches_round_trip() {
+        let w = SetWatches {
+            relative_zxid: 77,
+            data_watches: vec!["/a".into()],
+            exist_watches: vec![],
+            child_watches: vec!["/".into(), "/b".into()],
+        };
+        assert_round_trip(&w);
+        assert_truncations_fail(&w);
+        let w2 = SetWatches2 {
+            relative_zxid: 77,
+            data_watches: vec![],
+            exist_watches: vec!["/x".into()],
+            child_watches: vec![],
+            persistent_watches: vec!["/p".into()],
+            persistent_recursive_watches: vec!["/r".into()],
+        };
+        assert_round_trip(&w2);
+        assert_truncations_fail(&w2);
+    }
+
+    #[test]
+    fn auth_sasl_reconfig_whoami_round_trip() {
+        let a = AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: b"user:pw".to_vec(),
+        };
+        assert_round_trip(&a);
+        assert_truncations_fail(&a);
+        let r = ReconfigRequest {
+            joining_servers: None,
+            leaving_servers: Some("2".into()),
+            new_members: None,
+            cur_config_id: -1,
+        };
+        let bytes = assert_round_trip(&r);
+        assert_eq!(&bytes[..4], &[0xff; 4], "null ustring is length -1");
+        assert_truncations_fail(&r);
+        let s = SaslRequest {
+            token: vec![1, 2, 3],
+        };
+        assert_round_trip(&s);
+        assert_truncations_fail(&s);
+        let c = ClientInfo {
+            auth_scheme: "ip".into(),
+            user: "127.0.0.1".into(),
+        };
+        assert_round_trip(&c);
+        assert_truncations_fail(&c);
+    }
+
+    #[test]
+    fn acl_vector_with_absurd_count_is_rejected() {
+        // CreateRequest{path "/", data empty, acl count 1_000_000, ...} in 17 bytes.
+        let bytes = [
+            0, 0, 0, 1, b'/', 0, 0, 0, 0, 0, 0x0f, 0x42, 0x40, 0, 0, 0, 0,
+        ];
+        assert!(matches!(
+            CreateRequest::decode_from(&bytes),
+            Err(DecodeError::InvalidLength(1_000_000))
+        ));
+    }
 }

@@ -1,1 +1,65 @@
-//! placeholder
+//! zkit's ZooKeeper-compatible server: the tokio I/O shell around the pure [`zkit_core::Core`].
+//!
+//! Real ZooKeeper clients (Java, Curator, kazoo, the Rust `zookeeper-client` crate) talk to it
+//! unchanged. It embeds in a test or an application the way Curator's `TestingServer` does:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), zkit_server::Error> {
+//! use zkit_server::{Server, ServerConfig};
+//! let server = Server::start(ServerConfig::ephemeral()).await?; // 127.0.0.1, port 0
+//! let connect_string = server.addr().to_string();
+//! // ... point clients at `connect_string` ...
+//! server.stop().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`config`]: [`ServerConfig`] (listen address, tickTime, session bounds, extended types,
+//!   container check interval, frame limit, four-letter-word whitelist).
+//! - [`server`]: [`Server`]: binds, accepts, and stops gracefully.
+//! - `pipeline`: the one task that owns the `Core` — like ZooKeeper's request-processor pipeline,
+//!   everything that changes state goes through it, in order. It drains every queued request
+//!   before taking `ready()` (so writes share one storage flush: group commit), persists the txns
+//!   through [`storage::Storage`], then releases the replies and watch events.
+//! - `connection`: one task pair per TCP connection: the reader turns frames into decoded
+//!   requests for the pipeline; the writer encodes what the pipeline sends back, in order.
+//! - `four_letter`: `ruok`, `srvr`, `stat`, `mntr`, `conf`, `envi` (and `isro`, `wchs`, `dirs`,
+//!   `srst`) in ZooKeeper's output formats, behind the whitelist.
+//! - `metrics`: counters shared by connections, the pipeline and the four-letter words.
+//! - [`storage`]: where txns become durable before replies leave (in memory for now).
+//!
+//! The server never panics on client input: a malformed frame or handshake closes that one
+//! connection; a request whose body does not decode gets ZooKeeper's error code. Other sessions
+//! are unaffected.
+#![deny(missing_docs)]
+
+pub mod config;
+mod connection;
+mod four_letter;
+mod metrics;
+mod pipeline;
+pub mod server;
+pub mod storage;
+
+pub use config::{FourLetterWhitelist, ServerConfig};
+pub use server::Server;
+
+/// Errors of starting or running a server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Binding the listening socket failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The storage failed to recover or persist state.
+    #[error("storage: {0}")]
+    Storage(#[from] std::io::Error),
+    /// The configuration is inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}

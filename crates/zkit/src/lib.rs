@@ -1,1 +1,32 @@
-//! placeholder
+//! zkit: Curator-grade coordination recipes on ZooKeeper, on the `zookeeper-client` crate.
+//!
+//! # Layout
+//! - [`error`]: [`Error`], classified as recoverable / state / unrecoverable (seed 003).
+//! - [`session`]: [`Session`], the resilient session layer: Curator connection states
+//!   ([`SessionState`]: Connected, Suspended, Reconnected, Lost, Closed) and automatic
+//!   replacement of a lost ZooKeeper session (a new [`SessionEvent::generation`]).
+//! - [`retry`]: [`RetryPolicy`] and [`retry()`], re-running idempotent operations after
+//!   `ConnectionLoss`/`OperationTimeout`.
+//! - [`protected`]: protected sequential creates (`_c_<uuid>-…`) that survive connection loss
+//!   without double creates or orphans, and the UUID-based orphan cleanup.
+//! - [`lock`]: the lock recipes: a pure decision core ([`lock::decide`]) and the async drivers
+//!   [`lock::Mutex`], [`lock::ReadWriteLock`], [`lock::Semaphore`], [`lock::RevocableMutex`],
+//!   [`lock::LeaseLock`], [`lock::SimpleLock`].
+//!
+//! Every recipe takes a [`Session`] (not a raw client), fetches the current client for each
+//! operation, and reports session loss instead of silently carrying on.
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod lock;
+pub mod protected;
+pub mod retry;
+pub mod session;
+pub mod config;
+
+pub use error::{Error, Result};
+pub use protected::{create_protected_sequential_with, CreatedNode, ProtectedCreate};
+pub use retry::{retry, RetryPolicy};
+pub use session::{Session, SessionEvent, SessionOptions, SessionState};
+/// The underlying client crate, re-exported for raw operations on [`Session::client`].
+pub use zookeeper_client;

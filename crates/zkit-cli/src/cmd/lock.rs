@@ -1,0 +1,157 @@
+//! `zkit lock PATH [--timeout 5s] [--lease 30s] [--shared] -- CMD ARGS…`: like flock(1), runs CMD
+//! while holding a distributed lock, and stops it if the lock is lost.
+//!
+//! - The fencing token (the lock node's sequence number) is passed to CMD in
+//!   `ZKIT_FENCING_TOKEN`, the lock node's path in `ZKIT_LOCK_NODE`.
+//! - On loss of the lock (session Suspended/Lost by default, node deleted, lease ended), CMD
+//!   gets SIGTERM, then SIGKILL after `--grace`; zkit then exits with [`EXIT_LOST`].
+//! - Otherwise zkit exits with CMD's exit code (128 + signal number if CMD died of a signal).
+//!
+//! Exit codes of zkit itself: [`EXIT_TIMEOUT`] (75, EX_TEMPFAIL) when `--timeout` passed before
+//! the lock was acquired; [`EXIT_LOST`] (76) when the lock was lost while CMD ran; 126 when CMD
+//! could not be started; 1 for other errors (printed).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context;
+use zkit::lock::{LeaseLock, LockGuard, LockOptions, Mutex, ReadWriteLock};
+use zkit::{Error, Session, SessionOptions};
+
+/// zkit's exit code when the lock was not acquired within `--timeout` (EX_TEMPFAIL).
+pub const EXIT_TIMEOUT: i32 = 75;
+/// zkit's exit code when the lock was lost while CMD ran (CMD was stopped).
+pub const EXIT_LOST: i32 = 76;
+/// zkit's exit code when CMD could not be started.
+pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+
+/// Arguments of `zkit lock`.
+#[derive(Debug, clap::Args)]
+pub struct LockArgs {
+    /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
+    #[arg(long, short = 's', env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
+    pub server: String,
+    /// Lock directory (a znode path; created if missing).
+    pub path: String,
+    /// Give up (exit 75) if the lock is not acquired within this time (default: wait forever).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Use a TTL lease lock (seed 002): the lock ends after this long even if zkit dies; CMD is
+    /// stopped when it ends. Needs a server with TTL nodes enabled.
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "shared")]
+    pub lease: Option<Duration>,
+    /// Take the shared (read) side of a read/write lock instead of an exclusive one.
+    #[arg(long)]
+    pub shared: bool,
+    /// Time between SIGTERM and SIGKILL when the lock is lost.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub grace: Duration,
+    /// ZooKeeper session timeout.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub session_timeout: Duration,
+    /// Treat only session loss as loss of the lock, not a mere disconnect (Suspended).
+    #[arg(long)]
+    pub tolerate_suspended: bool,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+async fn acquire(session: &Session, args: &LockArgs) -> zkit::Result<LockGuard> {
+    let options = LockOptions {
+        suspended_is_lost: !args.tolerate_suspended,
+        ..LockOptions::default()
+    };
+    if let Some(lease) = args.lease {
+        let max_wait = args.timeout.unwrap_or(Duration::from_secs(86_400 * 365));
+        return LeaseLock::new(session, &args.path, max_wait, lease).acquire().await;
+    }
+    if args.shared {
+        return ReadWriteLock::with_options(session, &args.path, options)
+            .read(args.timeout)
+            .await;
+    }
+    let mutex = Mutex::with_options(session, &args.path, options);
+    match args.timeout {
+        Some(timeout) => mutex.try_lock_for(timeout).await,
+        None => mutex.lock().await,
+    }
+}
+
+fn send_signal(child: &tokio::process::Child, signal: libc::c_int) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child's, which
+        // we have not reaped yet (tokio reaps it only in wait()), so it cannot be reused.
+        unsafe {
+            libc::kill(pid as libc::pid_t, signal);
+        }
+    }
+}
+
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+/// Runs `zkit lock`; returns the process exit code (see the module docs).
+///
+/// # Errors
+/// Connection and lock errors other than timeout.
+pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
+    let session = Session::connect(
+        &args.server,
+        SessionOptions::default().with_session_timeout(args.session_timeout),
+    )
+    .await
+    .with_context(|| format!("connecting to {}", args.server))?;
+    let guard = match acquire(&session, &args).await {
+        Ok(guard) => guard,
+        Err(Error::Timeout(after)) => {
+            eprintln!("zkit lock: timed out after {after:?} waiting for {}", args.path);
+            return Ok(EXIT_TIMEOUT);
+        }
+        Err(err) => return Err(err).with_context(|| format!("locking {}", args.path)),
+    };
+    let (program, rest) = args
+        .command
+        .split_first()
+        .context("no command given after --")?;
+    let mut child = match tokio::process::Command::new(program)
+        .args(rest)
+        .env("ZKIT_FENCING_TOKEN", guard.fencing_token().to_string())
+        .env("ZKIT_LOCK_NODE", guard.path())
+        .stdin(Stdio::inherit())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!("zkit lock: cannot run {program}: {err}");
+            let _ = guard.release().await;
+            return Ok(EXIT_CANNOT_EXECUTE);
+        }
+    };
+    let lost = guard.lost();
+    let code = tokio::select! {
+        status = child.wait() => exit_code(status.context("waiting for the command")?),
+        _ = lost.cancelled() => {
+            eprintln!("zkit lock: lock on {} lost; stopping the command", args.path);
+            send_signal(&child, libc::SIGTERM);
+            match tokio::time::timeout(args.grace, child.wait()).await {
+                Ok(_) => {}
+                Err(_) => {
+                    eprintln!("zkit lock: command ignored SIGTERM for {:?}; SIGKILL", args.grace);
+                    let _ = child.kill().await;
+                }
+            }
+            EXIT_LOST
+        }
+    };
+    if let Err(err) = guard.release().await {
+        eprintln!("zkit lock: release failed ({err}); the node goes with the session");
+    }
+    session.close();
+    Ok(code)
+}

@@ -1,0 +1,194 @@
+//! Server configuration: what `zoo.cfg` holds for a standalone ZooKeeper, as a Rust struct.
+//!
+//! Field names follow ZooKeeper's settings (`tickTime`, `minSessionTimeout`,
+//! `extendedTypesEnabled`, `znode.container.checkIntervalMs`, `jute.maxbuffer`,
+//! `4lw.commands.whitelist`). Nothing here does I/O.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use zkit_proto::frame::{DEFAULT_MAX_FRAME, FOUR_LETTER_WORDS};
+
+/// How a server is set up. Build one with [`ServerConfig::default`] (ZooKeeper's defaults on
+/// 127.0.0.1:2181) or [`ServerConfig::ephemeral`] (port 0, for tests), then adjust fields.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on; port 0 picks a free port (see [`crate::Server::addr`]).
+    pub listen: SocketAddr,
+    /// `tickTime`: the unit of session timeouts and the expiry granularity (default 2 s).
+    pub tick_time: Duration,
+    /// `minSessionTimeout`; `None` = 2 × tick_time.
+    pub min_session_timeout: Option<Duration>,
+    /// `maxSessionTimeout`; `None` = 20 × tick_time.
+    pub max_session_timeout: Option<Duration>,
+    /// `extendedTypesEnabled`: allow TTL nodes (default false, as in ZooKeeper).
+    pub extended_types: bool,
+    /// `znode.container.checkIntervalMs`: how often empty containers and expired TTL nodes are
+    /// reaped (default 60 s).
+    pub container_check_interval: Duration,
+    /// `jute.maxbuffer`: the largest frame accepted from a client (default 1,048,575 bytes);
+    /// a longer length prefix closes the connection.
+    pub max_frame: usize,
+    /// `4lw.commands.whitelist` (default: only `srvr`).
+    pub four_letter_words: FourLetterWhitelist,
+    /// `zookeeper.nio.sessionlessCnxnTimeout`: a connection that has not completed its
+    /// handshake (or sent a four-letter word) within this time is closed (default 10 s).
+    pub sessionless_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 2181)),
+            tick_time: Duration::from_millis(2000),
+            min_session_timeout: None,
+            max_session_timeout: None,
+            extended_types: false,
+            container_check_interval: Duration::from_secs(60),
+            max_frame: DEFAULT_MAX_FRAME,
+            four_letter_words: FourLetterWhitelist::default(),
+            sessionless_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// A configuration for tests and embedding: 127.0.0.1 on a free port, TTL nodes enabled,
+    /// every four-letter word allowed; other settings are ZooKeeper's defaults.
+    pub fn ephemeral() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            extended_types: true,
+            four_letter_words: FourLetterWhitelist::All,
+            ..ServerConfig::default()
+        }
+    }
+
+    /// The session-timeout bounds in ms after defaults: `(min, max)`.
+    pub fn session_timeout_bounds_ms(&self) -> (u64, u64) {
+        let tick = millis(self.tick_time);
+        let min = self.min_session_timeout.map_or(2 * tick, millis);
+        let max = self.max_session_timeout.map_or(20 * tick, millis);
+        (min, max)
+    }
+
+    /// The settings the state machine needs.
+    pub(crate) fn core_config(&self) -> zkit_core::Config {
+        let ms32 = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+        zkit_core::Config {
+            tick_time_ms: ms32(self.tick_time),
+            min_session_timeout_ms: self.min_session_timeout.map(ms32),
+            max_session_timeout_ms: self.max_session_timeout.map(ms32),
+            extended_types: self.extended_types,
+            container_check_interval_ms: millis(self.container_check_interval),
+            server_id: 0,
+        }
+    }
+
+    /// Checks the settings are usable.
+    pub(crate) fn validate(&self) -> Result<(), crate::Error> {
+        if self.tick_time.is_zero() {
+            return Err(crate::Error::Config("tick time must be positive".into()));
+        }
+        if self.container_check_interval.is_zero() {
+            return Err(crate::Error::Config(
+                "container check interval must be positive".into(),
+            ));
+        }
+        let (min, max) = self.session_timeout_bounds_ms();
+        if min > max {
+            return Err(crate::Error::Config(format!(
+                "minimum session timeout {min} ms exceeds maximum {max} ms"
+            )));
+        }
+        if self.max_frame < 8 {
+            return Err(crate::Error::Config(
+                "max frame must hold a request header".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Which four-letter words are answered (`4lw.commands.whitelist`). Others get ZooKeeper's
+/// "`<cmd>` is not executed because it is not in the whitelist." reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FourLetterWhitelist {
+    /// `*`: every word.
+    All,
+    /// Only these words.
+    Only(Vec<String>),
+}
+
+impl Default for FourLetterWhitelist {
+    /// ZooKeeper's default since 3.5: only `srvr`.
+    fn default() -> Self {
+        FourLetterWhitelist::Only(vec!["srvr".to_string()])
+    }
+}
+
+impl FourLetterWhitelist {
+    /// Parses ZooKeeper's syntax: `*`, or words separated by commas and/or spaces.
+    ///
+    /// # Errors
+    /// A word that is not one of ZooKeeper's four-letter words.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let words: Vec<&str> = text
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|w| !w.is_empty())
+            .collect();
+        if words.contains(&"*") {
+            return Ok(FourLetterWhitelist::All);
+        }
+        let mut only = Vec::new();
+        for word in words {
+            if !FOUR_LETTER_WORDS.contains(&word) {
+                return Err(format!("unknown four-letter word {word:?}"));
+            }
+            only.push(word.to_string());
+        }
+        Ok(FourLetterWhitelist::Only(only))
+    }
+
+    /// Whether `word` is answered.
+    pub fn allows(&self, word: &str) -> bool {
+        match self {
+            FourLetterWhitelist::All => true,
+            FourLetterWhitelist::Only(words) => words.iter().any(|w| w == word),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whitelist_parses_zookeeper_syntax() {
+        assert_eq!(
+            FourLetterWhitelist::parse("*"),
+            Ok(FourLetterWhitelist::All)
+        );
+        let list = FourLetterWhitelist::parse("srvr, ruok mntr").unwrap();
+        assert!(list.allows("ruok") && list.allows("mntr") && !list.allows("stat"));
+        assert!(FourLetterWhitelist::parse("nope").is_err());
+        assert!(FourLetterWhitelist::default().allows("srvr"));
+        assert!(!FourLetterWhitelist::default().allows("ruok"));
+    }
+
+    #[test]
+    fn session_bounds_default_to_ticks() {
+        let config = ServerConfig::default();
+        assert_eq!(config.session_timeout_bounds_ms(), (4000, 40000));
+        assert!(config.validate().is_ok());
+        let bad = ServerConfig {
+            min_session_timeout: Some(Duration::from_secs(50)),
+            ..ServerConfig::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! One client connection: a reader and a writer over the two halves of the socket.
+//!
+//! The reader cuts frames (4-byte length, limit `max_frame`), decodes the handshake and then
+//! request headers and bodies, and queues them for the pipeline; it never touches state. The
+//! writer encodes whatever the pipeline sends back, in order, coalescing what is queued into one
+//! write. On a fresh connection the first four bytes may be a four-letter word instead of a
+//! length: it is answered and the connection closed (see `four_letter`).
+//!
+//! Anything malformed — a negative or oversized length, a handshake or request header that does
+//! not decode, a closed socket — ends this connection only. A body that does not decode (or an
+//! unknown op code) is answered with ZooKeeper's error code instead, as Apache does.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, field, info_span, Instrument, Span};
+use zkit_core::{ConnId, Outbound};
+use zkit_proto::frame::{decode_frame, encode_frame, is_four_letter_word};
+use zkit_proto::op::xid;
+use zkit_proto::{
+    ConnectRequest, DecodeError, ErrorCode, Reader, Record, ReplyHeader, Request, RequestHeader,
+};
+
+use crate::four_letter;
+use crate::metrics::{ConnMetrics, Metrics};
+use crate::pipeline::ToCore;
+use crate::ServerConfig;
+
+/// Largest chunk the writer builds before writing, so one slow client's backlog is written in
+/// bounded pieces.
+const WRITE_CHUNK: usize = 256 * 1024;
+
+/// What every connection shares.
+pub(crate) struct Shared {
+    pub config: ServerConfig,
+    pub metrics: Arc<Metrics>,
+    pub to_core: mpsc::Sender<ToCore>,
+    pub shutdown: CancellationToken,
+}
+
+/// Serves one accepted connection until it closes.
+pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
+    let span = info_span!("conn", conn, %peer, session = field::Empty);
+    async move {
+        // Latency matters more than packet count for this protocol (pings, small replies).
+        let _ = stream.set_nodelay(true);
+        let metrics = shared.metrics.add_connection(conn, peer);
+        run(stream, peer, conn, &shared, &metrics).await;
+        shared.metrics.remove_connection(conn);
+        debug!("connection closed");
+    }
+    .instrument(span)
+    .await
+}
+
+async fn run(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    conn: ConnId,
+    shared: &Arc<Shared>,
+    metrics: &Arc<ConnMetrics>,
+) {
+    let mut buf = BytesMut::with_capacity(4096);
+    // A connection gets this long to complete its handshake; idle ones do not pile up.
+    let handshake_deadline = tokio::time::Instant::now() + shared.config.sessionless_timeout;
+    // The first four bytes decide: a four-letter word, or the length of the handshake.
+    while buf.len() < 4 {
+        tokio::select! {
+            () = shared.shutdown.cancelled() => return,
+            () = tokio::time::sleep_until(handshake_deadline) => {
+                debug!("no handshake in time");
+                return;
+            }
+            read = stream.read_buf(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+    if let Some(word) = buf.first_chunk::<4>().and_then(|b| is_four_letter_word(*b)) {
+        shared.metrics.packets_received.fetch_add(1, Relaxed);
+        let text = four_letter::answer(word, shared).await;
+        let _ = stream.write_all(text.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return;
+    }
+
+    let (read_half, write_half) = stream.into_split();
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    if shared
+        .to_core
+        .send(ToCore::Open {
+            conn,
+            peer: peer.ip(),
+            outbound: out_tx,
+        })
+        .await
+        .is_err()
+    {
+        return; // the pipeline has stopped
+    }
+    let closing = shared.shutdown.child_token();
+    let writer = tokio::spawn(
+        write_loop(
+            write_half,
+            out_rx,
+            closing.clone(),
+            shared.metrics.clone(),
+            metrics.clone(),
+        )
+        .instrument(Span::current()),
+    );
+    let reading = read_loop(
+        read_half,
+        buf,
+        conn,
+        shared,
+        metrics,
+        &closing,
+        handshake_deadline,
+    );
+    if let Err(why) = reading.await {
+        debug!(%why, "closing connection");
+    }
+    // Tell the core (its watches die, its session lives on) and let the writer finish what is
+    // queued: it ends when the pipeline drops our sender.
+    let _ = shared.to_core.send(ToCore::Closed { conn }).await;
+    let _ = writer.await;
+}
+
+/// Reads frames until the peer closes, a frame is malformed, or `closing` fires.
+async fn read_loop(
+    mut read: OwnedReadHalf,
+    mut buf: BytesMut,
+    conn: ConnId,
+    shared: &Shared,
+    metrics: &ConnMetrics,
+    closing: &CancellationToken,
+    handshake_deadline: tokio::time::Instant,
+) -> Result<(), String> {
+    let mut handshaken = false;
+    loop {
+        // Every complete frame already buffered.
+        loop {
+            let (consumed, message) = match decode_frame(&buf, shared.config.max_frame) {
+                Err(err) => return Err(format!("bad frame: {err}")),
+                Ok(None) => break,
+                Ok(Some((consumed, payload))) => {
+                    let message = if handshaken {
+                        decode_request(conn, payload)?
+                    } else {
+                        let request = ConnectRequest::decode_from(payload)
+                            .map_err(|err| format!("bad handshake: {err}"))?;
+                        handshaken = true;
+                        ToCore::Connect { conn, request }
+                    };
+                    (consumed, message)
+                }
+            };
+            buf.advance(consumed);
+            shared.metrics.packets_received.fetch_add(1, Relaxed);
+            metrics.received.fetch_add(1, Relaxed);
+            if matches!(message, ToCore::Request { .. } | ToCore::Reject { .. }) {
+                shared.metrics.outstanding.fetch_add(1, Relaxed);
+            }
+            tokio::select! {
+                () = closing.cancelled() => return Ok(()),
+                sent = shared.to_core.send(message) => {
+                    if sent.is_err() {
+                        return Err("server stopping".into());
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            () = closing.cancelled() => return Ok(()),
+            () = tokio::time::sleep_until(handshake_deadline), if !handshaken => {
+                return Err("no handshake in time".into());
+            }
+            read = read.read_buf(&mut buf) => match read {
+                Ok(0) => return Err("peer closed".into()),
+                Ok(_) => {}
+                Err(err) => return Err(format!("read: {err}")),
+            }
+        }
+    }
+}
+
+/// A request frame after the handshake. A header that does not decode closes the connection;
+/// a body that does not decode is answered with an error, as ZooKeeper does (it reads the
+/// header in the connection, the body later in the pipeline).
+fn decode_request(conn: ConnId, payload: &[u8]) -> Result<ToCore, String> {
+    let received = Instant::now();
+    let mut r = Reader::new(payload);
+    let header =
+        RequestHeader::decode(&mut r).map_err(|err| format!("bad request header: {err}"))?;
+    match Request::decode(&header, r.rest()) {
+        Ok(request) => Ok(ToCore::Request {
+            conn,
+            xid: header.xid,
+            request,
+            received,
+        }),
+        Err(err) => {
+            debug!(xid = header.xid, op = header.op, %err, "request rejected");
+            let err = match err {
+                // ZooKeeper answers op codes it does not know with Unimplemented.
+                DecodeError::UnknownOp(_) => ErrorCode::Unimplemented,
+                _ => ErrorCode::MarshallingError,
+            };
+            Ok(ToCore::Reject {
+                conn,
+                xid: header.xid,
+                err,
+                received,
+            })
+        }
+    }
+}
+
+/// Writes the pipeline's messages in order until it drops the sender or sends a close.
+async fn write_loop(
+    mut write: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Outbound>,
+    closing: CancellationToken,
+    server: Arc<Metrics>,
+    metrics: Arc<ConnMetrics>,
+) {
+    let mut out = BytesMut::with_capacity(4096);
+    'outer: while let Some(first) = rx.recv().await {
+        let mut count = u64::from(!matches!(first, Outbound::Close));
+        let mut close = encode(first, &mut out, &metrics);
+        while !close && out.len() < WRITE_CHUNK {
+            match rx.try_recv() {
+                Ok(next) => {
+                    count += u64::from(!matches!(next, Outbound::Close));
+                    close = encode(next, &mut out, &metrics);
+                }
+                Err(_) => break,
+            }
+        }
+        if let Err(err) = write.write_all(&out).await {
+            debug!(%err, "write failed");
+            break 'outer;
+        }
+        out.clear();
+        server.packets_sent.fetch_add(count, Relaxed);
+        metrics.sent.fetch_add(count, Relaxed);
+        if close {
+            break;
+        }
+    }
+    let _ = write.shutdown().await;
+    // Stop the reader too: after a close nothing more is read.
+    closing.cancel();
+}
+
+/// Appends one message's frame; returns whether the connection closes after it.
+fn encode(message: Outbound, out: &mut BytesMut, metrics: &ConnMetrics) -> bool {
+    match message {
+        Outbound::Connect {
+            response,
+            close_after,
+        } => {
+            if !close_after {
+                metrics.session.store(response.session_id, Relaxed);
+                Span::current().record(
+                    "session",
+                    field::display(format_args!("{:#x}", response.session_id)),
+                );
+            }
+            encode_frame(out, |b| response.encode(b));
+            close_after
+        }
+        Outbound::Reply { header, body } => {
+            encode_frame(out, |b| {
+                header.encode(b);
+                if header.err == 0 {
+                    body.encode(b);
+                }
+            });
+            false
+        }
+        Outbound::Event { zxid, event } => {
+            encode_frame(out, |b| {
+                ReplyHeader {
+                    xid: xid::NOTIFICATION,
+                    zxid,
+                    err: 0,
+                }
+                .encode(b);
+                event.encode(b);
+            });
+            false
+        }
+        Outbound::Close => true,
+    }
+}

@@ -1,0 +1,151 @@
+//! [`Server`]: binds the listener, starts the pipeline and the accept loop, and stops them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+use zkit_core::{ConnId, Core};
+
+use crate::connection::{self, Shared};
+use crate::metrics::Metrics;
+use crate::pipeline::{now_ms, Pipeline};
+use crate::storage::{MemoryStorage, Storage};
+use crate::{Error, ServerConfig};
+
+/// Requests queued for the pipeline before readers wait (back-pressure on fast clients).
+const PIPELINE_QUEUE: usize = 8192;
+
+/// A running server. Dropping it without [`Server::stop`] also stops it, without waiting.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    config: ServerConfig,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Server {
+    /// Starts an in-memory server (state is lost when it stops).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for inconsistent settings, [`Error::Bind`] if the address is taken.
+    pub async fn start(config: ServerConfig) -> Result<Server, Error> {
+        Server::start_with_storage(config, Box::new(MemoryStorage)).await
+    }
+
+    /// Starts a server whose txns go through `storage`: what it recovers is replayed first.
+    ///
+    /// # Errors
+    /// As [`Server::start`], and [`Error::Storage`] when recovery fails.
+    pub async fn start_with_storage(
+        config: ServerConfig,
+        mut storage: Box<dyn Storage>,
+    ) -> Result<Server, Error> {
+        config.validate()?;
+        let mut core = Core::new(config.core_config(), now_ms());
+        for txn in storage.recover().await? {
+            core.apply(&txn);
+        }
+        // Replay fires watch events for connections that do not exist yet; drop them.
+        drop(core.ready());
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let mut config = config;
+        config.listen = addr;
+
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let metrics = Arc::new(Metrics::new());
+        let (to_core, from_conns) = mpsc::channel(PIPELINE_QUEUE);
+        let pipeline = Pipeline::new(core, storage, metrics.clone());
+        tasks.spawn(pipeline.run(from_conns, tick_interval(&config), shutdown.clone()));
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            metrics,
+            to_core,
+            shutdown: shutdown.clone(),
+        });
+        tasks.spawn(accept_loop(listener, shared, tasks.clone()));
+        info!(%addr, "zkit server listening");
+        Ok(Server {
+            addr,
+            config,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// The address clients connect to (the real port when the config asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The configuration in force (with the bound address in `listen`).
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Stops gracefully: stops accepting, answers the requests already received, writes out
+    /// every queued reply and event, closes the connections, and waits for all of it.
+    /// Sessions are not closed (as when a ZooKeeper server stops): clients see a disconnect.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+        info!(addr = %self.addr, "zkit server stopped");
+    }
+
+    /// Resolves when the server stops by itself (storage failure) or is stopped.
+    pub async fn stopped(&self) {
+        self.shutdown.cancelled().await;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// How often the core's clock advances: half a tick (ZooKeeper's expiry granularity is one
+/// tick), finer when the reaper interval is shorter, never below 10 ms.
+fn tick_interval(config: &ServerConfig) -> Duration {
+    (config.tick_time / 2)
+        .min(config.container_check_interval / 2)
+        .max(Duration::from_millis(10))
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTracker) {
+    let mut next_conn: ConnId = 1;
+    loop {
+        let accepted = tokio::select! {
+            () = shared.shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let conn = next_conn;
+                next_conn += 1;
+                tasks.spawn(connection::serve(stream, peer, conn, shared.clone()));
+            }
+            Err(err) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                warn!(%err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

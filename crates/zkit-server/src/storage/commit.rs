@@ -1,0 +1,179 @@
+//! Group commit: a dedicated thread that owns the [`Wal`], writes batches and fdatasyncs them.
+//!
+//! The async server task calls [`GroupCommit::submit`] with each batch of records and awaits the
+//! returned [`Commit`]; it may keep submitting while earlier commits are pending. The thread takes
+//! every batch that queued up while it was busy, writes them all, and runs one fdatasync for the
+//! lot: all writes that arrive while an fsync runs share the next one. A commit resolves `Ok` only
+//! after the fsync covering it returned; if a write or fsync fails, every commit in that group and
+//! every later one resolves `Err` (the WAL is poisoned; see `wal`). Commits resolve in submission
+//! order. This module holds no policy about what to do after an error; the shell decides.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+use super::error::{Result, StorageError};
+use super::wal::Wal;
+
+/// Records of one batch: `(zxid, payload)`.
+pub type Batch = Vec<(i64, Vec<u8>)>;
+
+enum Job {
+    Append {
+        records: Batch,
+        done: oneshot::Sender<Result<()>>,
+    },
+    Prune {
+        zxid: i64,
+        done: oneshot::Sender<Result<usize>>,
+    },
+}
+
+/// Handle to the commit thread. Dropping it without [`GroupCommit::shutdown`] lets the thread
+/// finish the queued work and exit.
+#[derive(Debug)]
+pub struct GroupCommit {
+    tx: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<Wal>>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Job::Append { records, .. } => write!(f, "Append({} records)", records.len()),
+            Job::Prune { zxid, .. } => write!(f, "Prune({zxid:#x})"),
+        }
+    }
+}
+
+impl GroupCommit {
+    /// Moves `wal` to a new thread named `zkit-wal`.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when the thread cannot be spawned.
+    pub fn start(wal: Wal) -> Result<GroupCommit> {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("zkit-wal".into())
+            .spawn(move || run(wal, rx))
+            .map_err(|e| StorageError::io("spawn WAL thread", e))?;
+        Ok(GroupCommit {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `records` (zxids increasing across all submissions) and returns a future that
+    /// resolves once they are durable. The records are queued when this returns, so submission
+    /// order is call order even if the futures are awaited later or not at all.
+    pub fn submit(&self, records: Batch) -> Commit {
+        let (done, rx) = oneshot::channel();
+        self.send(Job::Append { records, done });
+        Commit(rx)
+    }
+
+    /// Deletes WAL segments whose records are all `<= zxid` on the commit thread, between groups.
+    pub fn prune_through(&self, zxid: i64) -> impl Future<Output = Result<usize>> {
+        let (done, rx) = oneshot::channel();
+        self.send(Job::Prune { zxid, done });
+        async move { rx.await.unwrap_or(Err(StorageError::CommitThreadGone)) }
+    }
+
+    fn send(&self, job: Job) {
+        // If the thread is gone the job (and its sender) is dropped here, and the receiver
+        // reports CommitThreadGone.
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(job);
+        }
+    }
+
+    /// Finishes queued work, stops the thread and hands the WAL back (e.g. to reopen it).
+    ///
+    /// # Errors
+    /// [`StorageError::CommitThreadGone`] if the thread panicked.
+    pub fn shutdown(mut self) -> Result<Wal> {
+        self.tx = None;
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(wal)) => Ok(wal),
+            _ => Err(StorageError::CommitThreadGone),
+        }
+    }
+}
+
+/// A pending commit; resolves when its records are durable, or with the error that stopped them.
+#[derive(Debug)]
+#[must_use = "a write may be acknowledged only after its Commit resolves Ok"]
+pub struct Commit(oneshot::Receiver<Result<()>>);
+
+impl Commit {
+    /// Blocks the current thread until the commit resolves. Must not be called from async code.
+    pub fn wait_blocking(self) -> Result<()> {
+        self.0
+            .blocking_recv()
+            .unwrap_or(Err(StorageError::CommitThreadGone))
+    }
+}
+
+impl Future for Commit {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(StorageError::CommitThreadGone)))
+    }
+}
+
+fn run(mut wal: Wal, rx: mpsc::Receiver<Job>) -> Wal {
+    let mut group = Vec::new();
+    let mut prunes = Vec::new();
+    while let Ok(first) = rx.recv() {
+        // Everything queued while the previous fsync ran joins this group.
+        let mut next = Some(first);
+        while let Some(job) = next.take().or_else(|| rx.try_recv().ok()) {
+            match job {
+                Job::Append { records, done } => group.push((records, done)),
+                Job::Prune { zxid, done } => prunes.push((zxid, done)),
+            }
+        }
+        commit_group(&mut wal, &mut group);
+        for (zxid, done) in prunes.drain(..) {
+            let _ = done.send(wal.prune_through(zxid));
+        }
+    }
+    wal
+}
+
+fn commit_group(wal: &mut Wal, group: &mut Vec<(Batch, oneshot::Sender<Result<()>>)>) {
+    // Written batches wait here for the fsync; rejected ones (bad zxid, too large) are answered
+    // at once and do not hold up the rest.
+    let mut written = Vec::with_capacity(group.len());
+    let mut failure: Option<StorageError> = None;
+    for (records, done) in group.drain(..) {
+        if let Some(e) = &failure {
+            let _ = done.send(Err(e.clone()));
+            continue;
+        }
+        match wal.append_batch(&records) {
+            Ok(()) => written.push(done),
+            Err(e) if !wal.is_poisoned() => {
+                let _ = done.send(Err(e));
+            }
+            Err(e) => {
+                let _ = done.send(Err(e.clone()));
+                failure = Some(e);
+            }
+        }
+    }
+    let result = match failure {
+        Some(e) => Err(e),
+        None => wal.sync(),
+    };
+    for done in written {
+        let _ = done.send(result.clone());
+    }
+}

@@ -1,0 +1,335 @@
+//! Snapshots: whole-state images written atomically beside the WAL, and pruning of both.
+//!
+//! ```text
+//! DIR/snap-%016x        named by the zxid of the last txn the image contains
+//!   header  16 bytes    magic "ZKSN" | version u32 = 1 | zxid i64
+//!   body                opaque bytes (the shell's serialized tree and sessions)
+//!   trailer 16 bytes    body length u64 | crc32c(body) u32 | magic "NSKZ"
+//! ```
+//!
+//! The checksum sits in a trailer so a large state can be streamed out without a second pass.
+//! A snapshot is written to `snap-….tmp`, fsynced, renamed into place and the directory fsynced:
+//! a visible `snap-…` file is always complete, unless the disk damaged it later, and then
+//! [`SnapshotStore::latest_valid`] falls back to the next newest one. Pruning keeps the newest N
+//! snapshots and the WAL segments the oldest of them still needs. This module never interprets
+//! the body.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::datadir::sync_dir;
+use super::error::{IoContext, Result, StorageError};
+#[cfg(feature = "failpoints")]
+use super::failpoint;
+use super::wal::{FsyncMode, Wal};
+
+/// Magic at the start of a snapshot.
+pub const SNAPSHOT_MAGIC: [u8; 4] = *b"ZKSN";
+/// Magic at the very end of a snapshot.
+pub const SNAPSHOT_END_MAGIC: [u8; 4] = *b"NSKZ";
+/// Snapshot format version.
+pub const SNAPSHOT_VERSION: u32 = 1;
+/// How many snapshots pruning keeps by default.
+pub const DEFAULT_KEEP_SNAPSHOTS: usize = 3;
+
+const HEADER_LEN: usize = 16;
+const TRAILER_LEN: usize = 16;
+
+/// A verified snapshot read back from disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The zxid of the last txn in the image.
+    pub zxid: i64,
+    /// Its file.
+    pub path: PathBuf,
+    /// The body exactly as written.
+    pub body: Vec<u8>,
+}
+
+/// The snapshot directory.
+#[derive(Debug, Clone)]
+pub struct SnapshotStore {
+    dir: PathBuf,
+    fsync: FsyncMode,
+}
+
+impl SnapshotStore {
+    /// Opens `dir` (created if missing) and removes `.tmp` files left by a crash mid-write.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when the directory cannot be made or listed.
+    pub fn open(dir: impl AsRef<Path>, fsync: FsyncMode) -> Result<SnapshotStore> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).ctx(|| format!("create {}", dir.display()))?;
+        let entries = fs::read_dir(&dir).ctx(|| format!("list {}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.ctx(|| format!("list {}", dir.display()))?;
+            let name = entry.file_name();
+            if name
+                .to_str()
+                .is_some_and(|n| n.starts_with("snap-") && n.ends_with(".tmp"))
+            {
+                fs::remove_file(entry.path())
+                    .ctx(|| format!("remove {}", entry.path().display()))?;
+            }
+        }
+        Ok(SnapshotStore { dir, fsync })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes `body` as the snapshot at `zxid`. See [`SnapshotStore::write_with`].
+    ///
+    /// # Errors
+    /// As [`SnapshotStore::write_with`].
+    pub fn write_snapshot(&self, zxid: i64, body: &[u8]) -> Result<PathBuf> {
+        self.write_with(zxid, |w| w.write_all(body))
+    }
+
+    /// Streams a snapshot at `zxid`: `fill` writes the body; then the file is fsynced, renamed
+    /// to `snap-%016x` and the directory fsynced (fsyncs skipped under [`FsyncMode::Never`]).
+    /// Safe to call from a background thread while the WAL is being written.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when writing fails or `fill` fails; the temp file is removed and
+    /// older snapshots are untouched.
+    pub fn write_with(
+        &self,
+        zxid: i64,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<PathBuf> {
+        let path = self.dir.join(snapshot_name(zxid));
+        let tmp = self.dir.join(format!("{}.tmp", snapshot_name(zxid)));
+        let result = self
+            .write_tmp(&tmp, zxid, fill)
+            .and_then(|()| self.publish(&tmp, &path));
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result.map(|()| path)
+    }
+
+    fn write_tmp(
+        &self,
+        tmp: &Path,
+        zxid: i64,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(tmp)
+            .ctx(|| format!("create {}", tmp.display()))?;
+        let mut w = ChecksumWriter {
+            inner: BufWriter::with_capacity(1 << 20, file),
+            crc: 0,
+            len: 0,
+        };
+        let mut header = [0u8; HEADER_LEN];
+        header[0..4].copy_from_slice(&SNAPSHOT_MAGIC);
+        header[4..8].copy_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+        header[8..16].copy_from_slice(&zxid.to_le_bytes());
+        let written = w.inner.write_all(&header).and_then(|()| fill(&mut w));
+        written.ctx(|| format!("write {}", tmp.display()))?;
+        let mut trailer = [0u8; TRAILER_LEN];
+        trailer[0..8].copy_from_slice(&w.len.to_le_bytes());
+        trailer[8..12].copy_from_slice(&w.crc.to_le_bytes());
+        trailer[12..16].copy_from_slice(&SNAPSHOT_END_MAGIC);
+        let mut inner = w.inner;
+        inner
+            .write_all(&trailer)
+            .and_then(|()| inner.flush())
+            .ctx(|| format!("write {}", tmp.display()))?;
+        let file = inner
+            .into_inner()
+            .map_err(|e| StorageError::io(format!("write {}", tmp.display()), e.into_error()))?;
+        if self.fsync == FsyncMode::Always {
+            file.sync_all().ctx(|| format!("fsync {}", tmp.display()))?;
+        }
+        Ok(())
+    }
+
+    fn publish(&self, tmp: &Path, path: &Path) -> Result<()> {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!(failpoint::SNAPSHOT_BEFORE_RENAME, |_| Err(
+            StorageError::io(
+                format!("rename {}", tmp.display()),
+                failpoint::injected(failpoint::SNAPSHOT_BEFORE_RENAME)
+            )
+        ));
+        fs::rename(tmp, path).ctx(|| format!("rename {} to {}", tmp.display(), path.display()))?;
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!(failpoint::SNAPSHOT_AFTER_RENAME, |_| Err(StorageError::io(
+            format!("fsync {}", self.dir.display()),
+            failpoint::injected(failpoint::SNAPSHOT_AFTER_RENAME)
+        )));
+        if self.fsync == FsyncMode::Always {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// The snapshot files, newest first, by the zxid in their names (not verified).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when the directory cannot be listed.
+    pub fn list(&self) -> Result<Vec<(i64, PathBuf)>> {
+        let mut found = Vec::new();
+        let entries = fs::read_dir(&self.dir).ctx(|| format!("list {}", self.dir.display()))?;
+        for entry in entries {
+            let entry = entry.ctx(|| format!("list {}", self.dir.display()))?;
+            if let Some(zxid) = entry.file_name().to_str().and_then(parse_snapshot_name) {
+                found.push((zxid, entry.path()));
+            }
+        }
+        found.sort_by_key(|s| std::cmp::Reverse(s.0));
+        Ok(found)
+    }
+
+    /// Reads and verifies one snapshot file.
+    ///
+    /// # Errors
+    /// [`StorageError::Corruption`] when magic, version, zxid, length or checksum is wrong;
+    /// [`StorageError::Io`] when it cannot be read.
+    pub fn read(path: &Path) -> Result<Snapshot> {
+        let mut buf = fs::read(path).ctx(|| format!("read {}", path.display()))?;
+        let corrupt = |offset: usize, reason: &str| StorageError::Corruption {
+            file: path.to_path_buf(),
+            offset: offset as u64,
+            reason: reason.to_owned(),
+        };
+        if buf.len() < HEADER_LEN + TRAILER_LEN {
+            return Err(corrupt(0, "snapshot shorter than header and trailer"));
+        }
+        if buf[0..4] != SNAPSHOT_MAGIC {
+            return Err(corrupt(0, "bad snapshot magic"));
+        }
+        if buf[4..8] != SNAPSHOT_VERSION.to_le_bytes() {
+            return Err(corrupt(4, "unsupported snapshot version"));
+        }
+        let mut z = [0u8; 8];
+        z.copy_from_slice(&buf[8..16]);
+        let zxid = i64::from_le_bytes(z);
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(parse_snapshot_name)
+            != Some(zxid)
+        {
+            return Err(corrupt(8, "zxid in header does not match the file name"));
+        }
+        let t = buf.len() - TRAILER_LEN;
+        let mut l = [0u8; 8];
+        l.copy_from_slice(&buf[t..t + 8]);
+        let mut c = [0u8; 4];
+        c.copy_from_slice(&buf[t + 8..t + 12]);
+        if buf[t + 12..] != SNAPSHOT_END_MAGIC {
+            return Err(corrupt(t, "bad snapshot trailer (incomplete file?)"));
+        }
+        if u64::from_le_bytes(l) != (t - HEADER_LEN) as u64 {
+            return Err(corrupt(t, "snapshot length mismatch"));
+        }
+        if crc32c::crc32c(&buf[HEADER_LEN..t]) != u32::from_le_bytes(c) {
+            return Err(corrupt(HEADER_LEN, "snapshot checksum mismatch"));
+        }
+        buf.truncate(t);
+        buf.drain(..HEADER_LEN);
+        Ok(Snapshot {
+            zxid,
+            path: path.to_path_buf(),
+            body: buf,
+        })
+    }
+
+    /// The newest snapshot that verifies; damaged newer ones are skipped with a warning.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when the directory cannot be listed or a file cannot be read (an
+    /// unreadable disk is not silently skipped; only checksum/format damage is).
+    pub fn latest_valid(&self) -> Result<Option<Snapshot>> {
+        for (_, path) in self.list()? {
+            match Self::read(&path) {
+                Ok(snapshot) => return Ok(Some(snapshot)),
+                Err(e @ StorageError::Corruption { .. }) => {
+                    tracing::warn!(file = %path.display(), error = %e, "skipping damaged snapshot");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes all but the newest `keep` snapshots (at least one is always kept) and returns the
+    /// zxid of the oldest one kept, which is how far the WAL may be pruned.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when a file cannot be deleted.
+    pub fn prune(&self, keep: usize) -> Result<Option<i64>> {
+        let list = self.list()?;
+        let keep = keep.max(1);
+        for (_, path) in list.iter().skip(keep) {
+            fs::remove_file(path).ctx(|| format!("remove {}", path.display()))?;
+        }
+        if list.len() > keep && self.fsync == FsyncMode::Always {
+            sync_dir(&self.dir)?;
+        }
+        Ok(list
+            .get(..keep.min(list.len()))
+            .and_then(|kept| kept.last())
+            .map(|(zxid, _)| *zxid))
+    }
+}
+
+/// Keeps the newest `keep` snapshots and deletes the WAL segments entirely older than the oldest
+/// kept one (so every kept snapshot can still be replayed forward). Returns (snapshots kept's
+/// oldest zxid, segments deleted).
+///
+/// # Errors
+/// [`StorageError::Io`] when deleting fails.
+pub fn prune(
+    snapshots: &SnapshotStore,
+    wal: &mut Wal,
+    keep: usize,
+) -> Result<(Option<i64>, usize)> {
+    let Some(oldest) = snapshots.prune(keep)? else {
+        return Ok((None, 0));
+    };
+    Ok((Some(oldest), wal.prune_through(oldest)?))
+}
+
+/// `snap-%016x`.
+pub fn snapshot_name(zxid: i64) -> String {
+    format!("snap-{:016x}", zxid as u64)
+}
+
+fn parse_snapshot_name(name: &str) -> Option<i64> {
+    let hex = name.strip_prefix("snap-")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok().map(|z| z as i64)
+}
+
+struct ChecksumWriter<W> {
+    inner: W,
+    crc: u32,
+    len: u64,
+}
+
+impl<W: Write> Write for ChecksumWriter<W> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(data)?;
+        self.crc = crc32c::crc32c_append(self.crc, &data[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}

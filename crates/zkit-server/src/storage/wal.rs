@@ -1,0 +1,983 @@
+//! The write-ahead log: append-only, checksummed, pre-allocated segment files.
+//!
+//! Records are opaque payloads (the shell puts encoded txns in them) tagged with their zxid.
+//! Layout, all integers little-endian:
+//!
+//! ```text
+//! DIR/wal-%016x.log      named by the zxid of its first record
+//!   header  16 bytes     magic "ZKWL" | version u32 = 1 | first zxid i64 (same as the name)
+//!   record  8 + len      len u32 | crc32c u32 | zxid i64 | payload
+//!                        len = 8 + payload length (so a valid len is never 0)
+//!                        crc32c covers the zxid bytes and the payload
+//!   zeros                the pre-allocated rest of the segment; a len of 0 means "end"
+//! ```
+//!
+//! Segments are pre-allocated with `fallocate` (so a full disk fails at roll time, not in the middle
+//! of a record) and rolled when the next record does not fit in `segment_size`. A new segment is
+//! made as `….log.tmp`, its header fsynced, then renamed and the directory fsynced, so a segment
+//! that is visible always has a valid header.
+//!
+//! Writes come from a single writer: [`Wal::append_batch`] encodes and writes a batch with
+//! positional writes, [`Wal::sync`] fdatasyncs it. A caller acknowledges a record only after the
+//! `sync` that follows its `append_batch` returned `Ok`. Any write or fsync error poisons the log:
+//! after a failed fsync the page cache cannot be trusted (the PostgreSQL "fsyncgate" lesson), so
+//! the only way on is to reopen, which re-reads what is really on disk. See `commit` for the
+//! group-commit thread that drives this from async code.
+//!
+//! [`Wal::open`] validates every segment and repairs the torn tail a crash can leave. What counts
+//! as torn, at the first bad record at offset X of the *last* segment:
+//! - no valid record (length, checksum and increasing zxid all right) starts anywhere after X:
+//!   a crash mid-write, a short file or a damaged final record look alike and are truncated; or
+//! - the header at X is all zeros up to its sector's end while valid data follows: a sector that
+//!   was never written back before power loss, with later sectors of the same unsynced batch on
+//!   disk (the torn-write rule etcd uses). Those later records were never acknowledged.
+//!
+//! Everything else — a bad record followed by valid ones, or any bad record in an earlier segment
+//! — is [`StorageError::Corruption`] naming file and offset, unless `truncate_corrupt` is set, in
+//! which case the log is cut there (later segments deleted) with an error-level log line.
+//! This module knows nothing about txns, sessions or the tree.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+
+use super::datadir::sync_dir;
+use super::error::{IoContext, Result, StorageError};
+#[cfg(feature = "failpoints")]
+use super::failpoint;
+
+/// Magic bytes at the start of every segment.
+pub const SEGMENT_MAGIC: [u8; 4] = *b"ZKWL";
+/// Segment format version.
+pub const SEGMENT_VERSION: u32 = 1;
+/// Bytes of the segment header.
+pub const SEGMENT_HEADER_LEN: u64 = 16;
+/// Bytes of a record before its payload: len, crc, zxid.
+pub const RECORD_HEADER_LEN: usize = 16;
+/// Largest payload accepted or read back (ZooKeeper's jute.maxbuffer is 1 MiB; this is a sanity
+/// bound that also keeps the reader from trusting a garbage length).
+pub const MAX_PAYLOAD_LEN: usize = 64 << 20;
+/// Default segment size: 64 MiB, as ZooKeeper's preAllocSize.
+pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
+
+/// Sector size assumed for the torn-write rule: a sector is written whole or not at all.
+const SECTOR: usize = 512;
+/// Bound on checksum work when looking for a valid record after a bad one; when it runs out the
+/// answer is "maybe", and recovery takes the safe side (corruption, not silent truncation).
+const SCAN_CRC_BUDGET: usize = 1 << 30;
+
+/// Whether appended records are fdatasynced before `sync` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncMode {
+    /// fdatasync on every `sync`: acknowledged writes survive power loss.
+    #[default]
+    Always,
+    /// Never fsync (`--fsync never`): for tests and benchmarks that say so. Survives a process
+    /// crash (the page cache keeps the data) but not power loss.
+    Never,
+}
+
+/// How a [`Wal`] is opened.
+#[derive(Debug, Clone)]
+pub struct WalOptions {
+    /// Segment size in bytes; segments are pre-allocated to it and rolled when full.
+    pub segment_size: u64,
+    /// fsync policy.
+    pub fsync: FsyncMode,
+    /// Cut the log at corruption instead of refusing to open (`--truncate-corrupt`).
+    pub truncate_corrupt: bool,
+}
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        WalOptions {
+            segment_size: DEFAULT_SEGMENT_SIZE,
+            fsync: FsyncMode::Always,
+            truncate_corrupt: false,
+        }
+    }
+}
+
+/// One segment file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// zxid of its first record (from its name); every record in it is `>=` this and `<` the next
+    /// segment's.
+    pub first_zxid: i64,
+    /// Its path.
+    pub path: PathBuf,
+}
+
+/// A repair that [`Wal::open`] made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The segment cut.
+    pub file: PathBuf,
+    /// Where it was cut (the offset of the first bad record).
+    pub offset: u64,
+    /// What was wrong there.
+    pub reason: String,
+    /// False for a torn tail; true when `truncate_corrupt` cut real corruption.
+    pub corrupt: bool,
+    /// Later segment files deleted with it (only when `corrupt`).
+    pub deleted_segments: Vec<PathBuf>,
+}
+
+/// What [`Wal::open`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Valid records in the log after repair.
+    pub records: u64,
+    /// Segment files after repair.
+    pub segments: usize,
+    /// The last valid zxid, if any.
+    pub last_zxid: Option<i64>,
+    /// Repairs made; empty after a clean shutdown.
+    pub truncations: Vec<Truncation>,
+}
+
+/// One record read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalRecord {
+    /// Its zxid.
+    pub zxid: i64,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Active {
+    file: File,
+    /// Where the next record goes.
+    offset: u64,
+    /// Pre-allocated size.
+    capacity: u64,
+}
+
+/// The write-ahead log of one data dir. Single writer; `Send`, so it can live on a blocking thread.
+#[derive(Debug)]
+pub struct Wal {
+    dir: PathBuf,
+    opts: WalOptions,
+    segments: Vec<SegmentInfo>,
+    active: Option<Active>,
+    last_zxid: Option<i64>,
+    /// Bytes written to the active segment since the last fsync.
+    dirty: bool,
+    poisoned: bool,
+    buf: Vec<u8>,
+}
+
+impl Wal {
+    /// Opens the log in `dir` (created if missing), validates every segment and repairs a torn
+    /// tail (see the module docs). Leftover `.tmp` files from a crash during a roll are removed.
+    ///
+    /// # Errors
+    /// [`StorageError::Corruption`] for damage other than a torn tail (unless
+    /// `opts.truncate_corrupt`), [`StorageError::Io`] when reading or repairing fails.
+    pub fn open(dir: impl AsRef<Path>, opts: WalOptions) -> Result<(Wal, RecoveryReport)> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).ctx(|| format!("create {}", dir.display()))?;
+        let mut segments = list_segments(&dir)?;
+        let mut report = RecoveryReport::default();
+        let mut last_zxid: Option<i64> = None;
+        let mut dir_changed = false;
+        // ends[i]: where the next record of segments[i] would go.
+        let mut ends: Vec<u64> = Vec::with_capacity(segments.len());
+        let mut i = 0;
+        while i < segments.len() {
+            let is_last = i + 1 == segments.len();
+            let seg = segments[i].clone();
+            let buf = fs::read(&seg.path).ctx(|| format!("read {}", seg.path.display()))?;
+            let outcome = match check_header(&buf, seg.first_zxid) {
+                Ok(()) => scan(&buf, seg.first_zxid, last_zxid, |_, _| {}),
+                Err(_) if is_last && buf.iter().all(|&b| b == 0) => {
+                    // Created but never written (only possible without fsync).
+                    tracing::warn!(file = %seg.path.display(), "removing WAL segment with an unwritten header");
+                    remove_file(&seg.path)?;
+                    segments.remove(i);
+                    dir_changed = true;
+                    continue;
+                }
+                Err(reason) => Scan {
+                    end: 0,
+                    records: 0,
+                    last_zxid,
+                    stop: Stop::Bad {
+                        offset: 0,
+                        reason,
+                        torn: false,
+                    },
+                },
+            };
+            report.records += outcome.records;
+            last_zxid = outcome.last_zxid;
+            let Stop::Bad {
+                offset,
+                reason,
+                torn,
+            } = outcome.stop
+            else {
+                ends.push(outcome.end as u64);
+                i += 1;
+                continue;
+            };
+            let torn = torn && is_last;
+            if !torn && !opts.truncate_corrupt {
+                return Err(StorageError::Corruption {
+                    file: seg.path.clone(),
+                    offset: offset as u64,
+                    reason,
+                });
+            }
+            let deleted: Vec<PathBuf> = segments.drain(i + 1..).map(|s| s.path).collect();
+            for path in &deleted {
+                remove_file(path)?;
+            }
+            if torn {
+                tracing::warn!(file = %seg.path.display(), offset, %reason,
+                    "truncating torn record at the tail of the write-ahead log");
+            } else {
+                tracing::error!(file = %seg.path.display(), offset, %reason,
+                    deleted_segments = deleted.len(),
+                    "truncating CORRUPT write-ahead log as requested (--truncate-corrupt); later records are lost");
+            }
+            report.truncations.push(Truncation {
+                file: seg.path.clone(),
+                offset: offset as u64,
+                reason,
+                corrupt: !torn,
+                deleted_segments: deleted,
+            });
+            if (offset as u64) <= SEGMENT_HEADER_LEN {
+                remove_file(&seg.path)?;
+                segments.remove(i);
+            } else {
+                truncate_and_refill(&seg.path, offset as u64, buf.len() as u64)?;
+                ends.push(offset as u64);
+            }
+            dir_changed = true;
+            break;
+        }
+        // An empty last segment is named after a record that never made it; the next append
+        // may carry a smaller zxid, so the name would lie. Drop it.
+        if ends.last() == Some(&SEGMENT_HEADER_LEN) {
+            if let Some(seg) = segments.pop() {
+                remove_file(&seg.path)?;
+                ends.pop();
+                dir_changed = true;
+            }
+        }
+        if dir_changed && opts.fsync == FsyncMode::Always {
+            sync_dir(&dir)?;
+        }
+        let active = match (segments.last(), ends.last()) {
+            (Some(seg), Some(&end)) => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&seg.path)
+                    .ctx(|| format!("open {}", seg.path.display()))?;
+                let capacity = file
+                    .metadata()
+                    .ctx(|| format!("stat {}", seg.path.display()))?
+                    .len();
+                Some(Active {
+                    file,
+                    offset: end,
+                    capacity,
+                })
+            }
+            _ => None,
+        };
+        report.segments = segments.len();
+        report.last_zxid = last_zxid;
+        Ok((
+            Wal {
+                dir,
+                opts,
+                segments,
+                active,
+                last_zxid,
+                dirty: false,
+                poisoned: false,
+                buf: Vec::new(),
+            },
+            report,
+        ))
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The zxid of the last record appended (or recovered), if any.
+    pub fn last_zxid(&self) -> Option<i64> {
+        self.last_zxid
+    }
+
+    /// The segment files, oldest first; the last is the one being appended to.
+    pub fn segments(&self) -> &[SegmentInfo] {
+        &self.segments
+    }
+
+    /// True after a write or fsync error: every later call fails until the log is reopened.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// The options the log was opened with.
+    pub fn options(&self) -> &WalOptions {
+        &self.opts
+    }
+
+    /// Writes `records` (zxids strictly increasing, all greater than [`Wal::last_zxid`]) to the
+    /// log, rolling segments as needed. Not durable until [`Wal::sync`] returns `Ok`.
+    ///
+    /// # Errors
+    /// [`StorageError::ZxidNotIncreasing`] / [`StorageError::RecordTooLarge`] before anything is
+    /// written (the log stays usable); [`StorageError::Io`] when writing fails, after which the
+    /// log is poisoned (records of this batch may or may not be on disk, whole or torn; reopening
+    /// recovers a valid prefix); [`StorageError::Poisoned`] after an earlier failure.
+    pub fn append_batch<P: AsRef<[u8]>>(&mut self, records: &[(i64, P)]) -> Result<()> {
+        if self.poisoned {
+            return Err(StorageError::Poisoned);
+        }
+        let mut last = self.last_zxid;
+        for (zxid, payload) in records {
+            if let Some(last) = last {
+                if *zxid <= last {
+                    return Err(StorageError::ZxidNotIncreasing { zxid: *zxid, last });
+                }
+            }
+            let len = payload.as_ref().len();
+            if len > MAX_PAYLOAD_LEN {
+                return Err(StorageError::RecordTooLarge {
+                    len,
+                    max: MAX_PAYLOAD_LEN,
+                });
+            }
+            last = Some(*zxid);
+        }
+        if records.is_empty() {
+            return Ok(());
+        }
+        let result = self.write_records(records);
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    fn write_records<P: AsRef<[u8]>>(&mut self, records: &[(i64, P)]) -> Result<()> {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!(failpoint::WAL_BEFORE_WRITE, |_| Err(StorageError::io(
+            "write-ahead log append",
+            failpoint::injected(failpoint::WAL_BEFORE_WRITE)
+        )));
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let mut result = Ok(());
+        for (zxid, payload) in records {
+            let payload = payload.as_ref();
+            let need = (RECORD_HEADER_LEN + payload.len()) as u64;
+            let fits = self
+                .active
+                .as_ref()
+                .is_some_and(|a| a.offset + buf.len() as u64 + need <= a.capacity);
+            if !fits {
+                result = self.flush_buf(&buf).and_then(|()| self.roll(*zxid, need));
+                buf.clear();
+                if result.is_err() {
+                    break;
+                }
+            }
+            encode_record(&mut buf, *zxid, payload);
+            self.last_zxid = Some(*zxid);
+        }
+        if result.is_ok() {
+            result = self.flush_buf(&buf);
+        }
+        buf.clear();
+        self.buf = buf;
+        result
+    }
+
+    fn flush_buf(&mut self, buf: &[u8]) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let Some(active) = self.active.as_mut() else {
+            return Ok(());
+        };
+        let path = &self.segments[self.segments.len() - 1].path;
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!(failpoint::WAL_PARTIAL_WRITE, |_| {
+            let half = &buf[..buf.len() / 2];
+            let _ = active.file.write_all_at(half, active.offset);
+            Err(StorageError::io(
+                format!("write {}", path.display()),
+                failpoint::injected(failpoint::WAL_PARTIAL_WRITE),
+            ))
+        });
+        active
+            .file
+            .write_all_at(buf, active.offset)
+            .ctx(|| format!("write {} at {}", path.display(), active.offset))?;
+        active.offset += buf.len() as u64;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Starts a new segment whose first record is `first_zxid` and needs `need` bytes.
+    fn roll(&mut self, first_zxid: i64, need: u64) -> Result<()> {
+        let always = self.opts.fsync == FsyncMode::Always;
+        if let Some(active) = &self.active {
+            if self.dirty && always {
+                let path = &self.segments[self.segments.len() - 1].path;
+                active
+                    .file
+                    .sync_data()
+                    .ctx(|| format!("fdatasync {}", path.display()))?;
+            }
+        }
+        self.dirty = false;
+        let path = self.dir.join(segment_name(first_zxid));
+        let tmp = path.with_extension("log.tmp");
+        let capacity = self
+            .opts
+            .segment_size
+            .max(SEGMENT_HEADER_LEN + need)
+            .max(SEGMENT_HEADER_LEN + RECORD_HEADER_LEN as u64);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .ctx(|| format!("create {}", tmp.display()))?;
+        let made = preallocate(&file, capacity)
+            .and_then(|()| file.write_all_at(&segment_header(first_zxid), 0))
+            .and_then(|()| if always { file.sync_all() } else { Ok(()) })
+            .and_then(|()| fs::rename(&tmp, &path));
+        if let Err(e) = made {
+            // Typically ENOSPC from fallocate: leave no half-made file behind.
+            let _ = fs::remove_file(&tmp);
+            return Err(StorageError::io(
+                format!("create segment {}", path.display()),
+                e,
+            ));
+        }
+        if always {
+            sync_dir(&self.dir)?;
+        }
+        self.segments.push(SegmentInfo { first_zxid, path });
+        self.active = Some(Active {
+            file,
+            offset: SEGMENT_HEADER_LEN,
+            capacity,
+        });
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable (fdatasync, unless [`FsyncMode::Never`]).
+    /// Records may be acknowledged only after this returns `Ok`.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when the fsync fails (the log is then poisoned: those records may or
+    /// may not survive, and nothing later is accepted); [`StorageError::Poisoned`] after an
+    /// earlier failure.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.poisoned {
+            return Err(StorageError::Poisoned);
+        }
+        let result = self.sync_inner();
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    fn sync_inner(&mut self) -> Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!(failpoint::WAL_AFTER_WRITE, |_| Err(StorageError::io(
+            "write-ahead log fdatasync",
+            failpoint::injected(failpoint::WAL_AFTER_WRITE)
+        )));
+        if let (Some(active), FsyncMode::Always) = (&self.active, self.opts.fsync) {
+            let path = &self.segments[self.segments.len() - 1].path;
+            active
+                .file
+                .sync_data()
+                .ctx(|| format!("fdatasync {}", path.display()))?;
+        }
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!(failpoint::WAL_AFTER_FSYNC, |_| Err(StorageError::io(
+            "write-ahead log ack",
+            failpoint::injected(failpoint::WAL_AFTER_FSYNC)
+        )));
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Reads every record with a zxid `>= from`, oldest first. Each item is checked again; a bad
+    /// one yields [`StorageError::Corruption`] and ends the iteration.
+    pub fn read_from(&self, from: i64) -> WalReader {
+        // Segment i holds zxids in [first_i, first_{i+1}): skip those entirely below `from`.
+        let start = self
+            .segments
+            .windows(2)
+            .take_while(|w| w[1].first_zxid <= from)
+            .count();
+        WalReader {
+            segments: self.segments[start..].to_vec(),
+            from,
+            pending: std::collections::VecDeque::new(),
+            last_zxid: None,
+            deferred: None,
+            failed: false,
+        }
+    }
+
+    /// Deletes the segments whose records all have zxids `<= zxid` (never the segment being
+    /// appended to), e.g. everything older than the oldest kept snapshot. Returns how many.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when a file cannot be deleted or the directory not fsynced.
+    pub fn prune_through(&mut self, zxid: i64) -> Result<usize> {
+        let n = self
+            .segments
+            .windows(2)
+            .take_while(|w| zxid.checked_add(1).is_some_and(|z| w[1].first_zxid <= z))
+            .count();
+        for seg in self.segments.drain(..n) {
+            remove_file(&seg.path)?;
+        }
+        if n > 0 && self.opts.fsync == FsyncMode::Always {
+            sync_dir(&self.dir)?;
+        }
+        Ok(n)
+    }
+}
+
+/// Iterator returned by [`Wal::read_from`].
+#[derive(Debug)]
+pub struct WalReader {
+    segments: Vec<SegmentInfo>,
+    from: i64,
+    pending: std::collections::VecDeque<WalRecord>,
+    last_zxid: Option<i64>,
+    /// Corruption found after records that are still pending.
+    deferred: Option<StorageError>,
+    failed: bool,
+}
+
+impl WalReader {
+    fn load_next_segment(&mut self) -> Result<bool> {
+        if self.segments.is_empty() {
+            return Ok(false);
+        }
+        let seg = self.segments.remove(0);
+        let buf = fs::read(&seg.path).ctx(|| format!("read {}", seg.path.display()))?;
+        let corrupt = |offset: usize, reason: String| StorageError::Corruption {
+            file: seg.path.clone(),
+            offset: offset as u64,
+            reason,
+        };
+        check_header(&buf, seg.first_zxid).map_err(|r| corrupt(0, r))?;
+        let from = self.from;
+        let pending = &mut self.pending;
+        let outcome = scan(&buf, seg.first_zxid, self.last_zxid, |zxid, payload| {
+            if zxid >= from {
+                pending.push_back(WalRecord {
+                    zxid,
+                    payload: payload.to_vec(),
+                });
+            }
+        });
+        self.last_zxid = outcome.last_zxid;
+        if let Stop::Bad { offset, reason, .. } = outcome.stop {
+            // Records before the bad one are still handed out first.
+            self.segments.clear();
+            if self.pending.is_empty() {
+                return Err(corrupt(offset, reason));
+            }
+            self.deferred = Some(corrupt(offset, reason));
+        }
+        Ok(true)
+    }
+}
+
+impl Iterator for WalReader {
+    type Item = Result<WalRecord>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if let Some(record) = self.pending.pop_front() {
+                return Some(Ok(record));
+            }
+            if let Some(err) = self.deferred.take() {
+                self.failed = true;
+                return Some(Err(err));
+            }
+            match self.load_next_segment() {
+                Ok(true) => continue,
+                Ok(false) => return None,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// `wal-%016x.log`.
+pub fn segment_name(first_zxid: i64) -> String {
+    format!("wal-{:016x}.log", first_zxid as u64)
+}
+
+fn parse_segment_name(name: &str) -> Option<i64> {
+    let hex = name.strip_prefix("wal-")?.strip_suffix(".log")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok().map(|z| z as i64)
+}
+
+fn list_segments(dir: &Path) -> Result<Vec<SegmentInfo>> {
+    let mut segments = Vec::new();
+    let entries = fs::read_dir(dir).ctx(|| format!("list {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.ctx(|| format!("list {}", dir.display()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("wal-") && name.ends_with(".log.tmp") {
+            // A roll that crashed before its rename: never held an acknowledged record.
+            remove_file(&entry.path())?;
+            continue;
+        }
+        match parse_segment_name(name) {
+            Some(first_zxid) => segments.push(SegmentInfo {
+                first_zxid,
+                path: entry.path(),
+            }),
+            None => {
+                tracing::warn!(file = %entry.path().display(), "ignoring unknown file in WAL directory")
+            }
+        }
+    }
+    segments.sort_by_key(|s| s.first_zxid);
+    Ok(segments)
+}
+
+fn segment_header(first_zxid: i64) -> [u8; SEGMENT_HEADER_LEN as usize] {
+    let mut h = [0u8; SEGMENT_HEADER_LEN as usize];
+    h[0..4].copy_from_slice(&SEGMENT_MAGIC);
+    h[4..8].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    h[8..16].copy_from_slice(&first_zxid.to_le_bytes());
+    h
+}
+
+fn check_header(buf: &[u8], first_zxid: i64) -> std::result::Result<(), String> {
+    let Some(h) = buf.get(..SEGMENT_HEADER_LEN as usize) else {
+        return Err("segment shorter than its header".into());
+    };
+    if h[0..4] != SEGMENT_MAGIC {
+        return Err("bad segment magic".into());
+    }
+    let version = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+    if version != SEGMENT_VERSION {
+        return Err(format!("unsupported segment version {version}"));
+    }
+    let zxid = read_i64(h, 8);
+    if zxid != first_zxid {
+        return Err(format!(
+            "header says first zxid {zxid:#x}, name says {first_zxid:#x}"
+        ));
+    }
+    Ok(())
+}
+
+/// Appends one encoded record to `buf`.
+pub fn encode_record(buf: &mut Vec<u8>, zxid: i64, payload: &[u8]) {
+    let zxid_bytes = zxid.to_le_bytes();
+    let len = (8 + payload.len()) as u32;
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&zxid_bytes), payload);
+    buf.extend_from_slice(&len.to_le_bytes());
+    buf.extend_from_slice(&crc.to_le_bytes());
+    buf.extend_from_slice(&zxid_bytes);
+    buf.extend_from_slice(payload);
+}
+
+fn read_u32(buf: &[u8], at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&buf[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+
+fn read_i64(buf: &[u8], at: usize) -> i64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[at..at + 8]);
+    i64::from_le_bytes(b)
+}
+
+/// What is at one offset of a segment.
+enum Decoded<'a> {
+    Record {
+        zxid: i64,
+        payload: &'a [u8],
+        next: usize,
+    },
+    /// Zeros from here to the end of the file.
+    End,
+    Bad(String),
+}
+
+/// Check-then-parse of one record at `off`; never panics on any input.
+fn decode(buf: &[u8], off: usize, min_zxid: i64, last: Option<i64>) -> Decoded<'_> {
+    let rest = buf.get(off..).unwrap_or_default();
+    if rest.iter().all(|&b| b == 0) {
+        return Decoded::End;
+    }
+    if rest.len() < RECORD_HEADER_LEN {
+        return Decoded::Bad("short record header".into());
+    }
+    let len = read_u32(buf, off) as usize;
+    if len == 0 {
+        return Decoded::Bad("zero length before non-zero bytes".into());
+    }
+    if !(8..=8 + MAX_PAYLOAD_LEN).contains(&len) {
+        return Decoded::Bad(format!("implausible record length {len}"));
+    }
+    let next = off + 8 + len;
+    if next > buf.len() {
+        return Decoded::Bad(format!(
+            "record of length {len} runs past the end of the file"
+        ));
+    }
+    let crc = read_u32(buf, off + 4);
+    let body = &buf[off + 8..next];
+    if crc32c::crc32c(body) != crc {
+        return Decoded::Bad("checksum mismatch".into());
+    }
+    let zxid = read_i64(buf, off + 8);
+    if zxid < min_zxid || last.is_some_and(|last| zxid <= last) {
+        return Decoded::Bad(format!("zxid {zxid:#x} out of order"));
+    }
+    Decoded::Record {
+        zxid,
+        payload: &body[8..],
+        next,
+    }
+}
+
+enum Stop {
+    /// Clean end: zeros (or nothing) after the last record.
+    Clean,
+    Bad {
+        offset: usize,
+        reason: String,
+        /// Looks like a torn write (see the module docs); only honoured in the last segment.
+        torn: bool,
+    },
+}
+
+struct Scan {
+    /// Offset after the last valid record.
+    end: usize,
+    records: u64,
+    last_zxid: Option<i64>,
+    stop: Stop,
+}
+
+/// Walks the records of one segment (header already checked), calling `on_record` for each valid
+/// one, and classifies what stopped the walk.
+fn scan(
+    buf: &[u8],
+    first_zxid: i64,
+    mut last: Option<i64>,
+    mut on_record: impl FnMut(i64, &[u8]),
+) -> Scan {
+    let mut off = SEGMENT_HEADER_LEN as usize;
+    let mut records = 0;
+    loop {
+        match decode(buf, off, first_zxid, last) {
+            Decoded::Record {
+                zxid,
+                payload,
+                next,
+            } => {
+                on_record(zxid, payload);
+                records += 1;
+                last = Some(zxid);
+                off = next;
+            }
+            Decoded::End => {
+                return Scan {
+                    end: off,
+                    records,
+                    last_zxid: last,
+                    stop: Stop::Clean,
+                }
+            }
+            Decoded::Bad(reason) => {
+                let torn = unwritten_sector_at(buf, off)
+                    || !valid_record_after(buf, off, first_zxid, last);
+                return Scan {
+                    end: off,
+                    records,
+                    last_zxid: last,
+                    stop: Stop::Bad {
+                        offset: off,
+                        reason,
+                        torn,
+                    },
+                };
+            }
+        }
+    }
+}
+
+/// The record header at `off` reads as zeros up to the end of its sector (at least the length
+/// field): that sector was never written.
+fn unwritten_sector_at(buf: &[u8], off: usize) -> bool {
+    let sector_end = (off / SECTOR + 1) * SECTOR;
+    let end = sector_end
+        .max(off + 4)
+        .min(off + RECORD_HEADER_LEN)
+        .min(buf.len());
+    end >= off + 4 && buf[off..end].iter().all(|&b| b == 0)
+}
+
+/// Is there any valid record starting after `off`? Errs towards "yes" when the checksum budget
+/// runs out, so that doubt ends in a corruption error, never in a silent truncation.
+fn valid_record_after(buf: &[u8], off: usize, min_zxid: i64, last: Option<i64>) -> bool {
+    let mut budget = SCAN_CRC_BUDGET;
+    // A record's length field is non-zero, so none starts in the trailing zeros (usually most
+    // of a pre-allocated segment).
+    let limit = buf.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let mut p = off + 1;
+    while p < limit && p + RECORD_HEADER_LEN <= buf.len() {
+        let len = read_u32(buf, p) as usize;
+        if (8..=8 + MAX_PAYLOAD_LEN).contains(&len) && p + 8 + len <= buf.len() {
+            let zxid = read_i64(buf, p + 8);
+            if zxid >= min_zxid && last.map_or(true, |last| zxid > last) {
+                if budget < len {
+                    return true;
+                }
+                budget -= len;
+                if crc32c::crc32c(&buf[p + 8..p + 8 + len]) == read_u32(buf, p + 4) {
+                    return true;
+                }
+            }
+        }
+        p += 1;
+    }
+    false
+}
+
+fn preallocate(file: &File, len: u64) -> std::io::Result<()> {
+    match fs4::fs_std::FileExt::allocate(file, len) {
+        Ok(()) => Ok(()),
+        // Filesystems without fallocate: a sparse file still reads as zeros.
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported || e.raw_os_error() == Some(95) => {
+            file.set_len(len)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Cuts `path` at `offset` and re-extends it with zeros to `capacity`, so no stale byte of the
+/// torn record stays behind to confuse a later read.
+fn truncate_and_refill(path: &Path, offset: u64, capacity: u64) -> Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .ctx(|| format!("open {}", path.display()))?;
+    file.set_len(offset)
+        .and_then(|()| preallocate(&file, capacity.max(offset)))
+        .and_then(|()| file.sync_all())
+        .ctx(|| format!("truncate {} at {offset}", path.display()))
+}
+
+fn remove_file(path: &Path) -> Result<()> {
+    fs::remove_file(path).ctx(|| format!("remove {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(records: &[(i64, &[u8])], zeros: usize) -> Vec<u8> {
+        let mut buf = segment_header(records[0].0).to_vec();
+        for (z, p) in records {
+            encode_record(&mut buf, *z, p);
+        }
+        buf.resize(buf.len() + zeros, 0);
+        buf
+    }
+
+    #[test]
+    fn scan_reads_records_and_stops_at_zeros() {
+        let buf = segment(&[(1, b"a"), (2, b""), (5, b"ccc")], 100);
+        let mut got = Vec::new();
+        let s = scan(&buf, 1, None, |z, p| got.push((z, p.to_vec())));
+        assert!(matches!(s.stop, Stop::Clean));
+        assert_eq!(
+            got,
+            vec![(1, b"a".to_vec()), (2, vec![]), (5, b"ccc".to_vec())]
+        );
+        assert_eq!(s.end, buf.len() - 100);
+    }
+
+    #[test]
+    fn bad_middle_record_is_not_torn_but_bad_last_record_is() {
+        let buf = segment(&[(1, b"aaaa"), (2, b"bbbb"), (3, b"cccc")], 600);
+        let second = SEGMENT_HEADER_LEN as usize + 16 + 4;
+        let mut middle = buf.clone();
+        middle[second + 18] ^= 0x40;
+        match scan(&middle, 1, None, |_, _| {}).stop {
+            Stop::Bad { offset, torn, .. } => assert_eq!((offset, torn), (second, false)),
+            Stop::Clean => panic!("flip not detected"),
+        }
+        let third = second + 20;
+        let mut last = buf.clone();
+        last[third + 18] ^= 0x40;
+        match scan(&last, 1, None, |_, _| {}).stop {
+            Stop::Bad { offset, torn, .. } => assert_eq!((offset, torn), (third, true)),
+            Stop::Clean => panic!("flip not detected"),
+        }
+    }
+
+    #[test]
+    fn out_of_order_zxid_is_bad() {
+        let buf = segment(&[(5, b"a"), (4, b"b")], 0);
+        assert!(matches!(
+            scan(&buf, 5, None, |_, _| {}).stop,
+            Stop::Bad { .. }
+        ));
+    }
+
+    #[test]
+    fn decode_never_panics_on_garbage() {
+        let mut x: u32 = 12345;
+        for n in 0..2000usize {
+            let mut buf = segment_header(0).to_vec();
+            for _ in 0..(n % 97) {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                buf.push(x as u8);
+            }
+            let _ = scan(&buf, 0, None, |_, _| {});
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The less common ops: unknown op codes, reconfig and sasl on a standalone server without
+//! them, whoAmI, auth packets, a standalone check (13), a client-sent deleteContainer (20),
+//! ping with an ordinary xid, an empty setWatches — and the four-letter word `ruok`.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zkit_proto::codec::{put_buffer, put_i32, put_i64, put_ustring};
+
+use crate::harness::Ctx;
+use crate::scenarios::nodes::PERSISTENT;
+use crate::wire::{body, op};
+
+pub async fn unusual_ops(ctx: Ctx) -> Result<()> {
+    let mut c = ctx.client().await?;
+    c.create(&ctx.p(""), "", PERSISTENT).await?;
+    c.call("whoAmI", op::WHO_AM_I, &[]).await?;
+    // Apache answers a ping with xid -2 whatever xid it came with.
+    c.wire.send_request_with_xid(7, op::PING, &[]).await?;
+    c.observe("ping with xid 7", Duration::from_secs(5)).await?;
+    c.call(
+        "setWatches empty (ordinary xid)",
+        op::SET_WATCHES,
+        &body::set_watches(0, &[], &[], &[], None),
+    )
+    .await?;
+    c.call(
+        "check (op 13) alone, bad version",
+        op::CHECK,
+        &body::path_int(&ctx.p(""), 3),
+    )
+    .await?;
+    c.call(
+        "check (op 13) alone, missing",
+        op::CHECK,
+        &body::path_int(&ctx.p("/missing"), -1),
+    )
+    .await?;
+
+    ctx.note("-- reconfig on a standalone server with reconfig disabled");
+    let mut b = BytesMut::new();
+    put_ustring(&mut b, "server.2=127.0.0.1:1234:1235");
+    put_ustring(&mut b, "");
+    put_ustring(&mut b, "");
+    put_i64(&mut b, -1);
+    c.call("reconfig", op::RECONFIG, &b).await?;
+
+    ctx.note("-- deleteContainer (20) sent by a client");
+    c.create_container(&ctx.p("/cont")).await?;
+    c.create(&ctx.p("/plain"), "", PERSISTENT).await?;
+    c.call(
+        "deleteContainer(/R/cont)",
+        op::DELETE_CONTAINER,
+        &body::path(&ctx.p("/cont")),
+    )
+    .await?;
+    c.call(
+        "deleteContainer(/R/plain)",
+        op::DELETE_CONTAINER,
+        &body::path(&ctx.p("/plain")),
+    )
+    .await?;
+    c.call(
+        "deleteContainer(/R/missing)",
+        op::DELETE_CONTAINER,
+        &body::path(&ctx.p("/missing")),
+    )
+    .await?;
+    c.exists(&ctx.p("/cont"), false).await?;
+    c.exists(&ctx.p("/plain"), false).await?;
+
+    ctx.note("-- auth packets (xid -4)");
+    let mut auth = BytesMut::new();
+    put_i32(&mut auth, 0);
+    put_ustring(&mut auth, "digest");
+    put_buffer(&mut auth, b"alice:secret");
+    c.call_xid("auth digest alice", -4, 100, &auth).await?;
+    c.call("whoAmI", op::WHO_AM_I, &[]).await?;
+    c.close().await?;
+
+    for (label, opcode) in [
+        ("unknown op 10", 10),
+        ("unknown op 999", 999),
+        ("unknown op -5", -5),
+        ("notification op 0", 0),
+    ] {
+        ctx.note(format!("-- {label}"));
+        let mut c = ctx.client().await?;
+        c.call(label, opcode, &body::path(&ctx.p(""))).await?;
+        c.exists(&ctx.p(""), false).await?;
+        c.close().await?;
+    }
+
+    ctx.note("-- sasl on a server without SASL");
+    let mut c = ctx.client().await?;
+    let mut sasl = BytesMut::new();
+    put_buffer(&mut sasl, b"token");
+    c.call("sasl", op::SASL, &sasl).await?;
+    c.exists(&ctx.p(""), false).await?;
+    c.close().await?;
+
+    ctx.note("-- auth with an unknown scheme");
+    let mut c = ctx.client().await?;
+    let mut auth = BytesMut::new();
+    put_i32(&mut auth, 0);
+    put_ustring(&mut auth, "nosuchscheme");
+    put_buffer(&mut auth, b"x");
+    c.call_xid("auth nosuchscheme", -4, 100, &auth).await?;
+    let after = c.wire.recv(Duration::from_secs(5)).await?;
+    ctx.note(format!(
+        "after failed auth: {}",
+        crate::harness::incoming_label(&after)
+    ));
+    Ok(())
+}
+
+/// Apache 3.8 behaviours that look like accidents rather than protocol, kept in their own
+/// scenario so that a deliberate difference in zkit shows up here and nowhere else:
+/// - a successful standalone check (op 13, outside multi) gets no reply at all (a failing one
+///   gets its error), so a client waiting for it would hang;
+/// - createSession (-10) sent as a request after the handshake is answered with a
+///   handshake-shaped frame (xid 0), then the connection is closed.
+pub async fn apache_quirks(ctx: Ctx) -> Result<()> {
+    let mut c = ctx.client().await?;
+    c.create(&ctx.p(""), "", PERSISTENT).await?;
+    c.reply_timeout = Duration::from_secs(3);
+    c.call(
+        "check (op 13) alone",
+        op::CHECK,
+        &body::path_int(&ctx.p(""), 0),
+    )
+    .await?;
+    c.exists(&ctx.p(""), false).await?;
+    c.close().await?;
+    let mut c = ctx.client().await?;
+    c.call("createSession op -10", -10, &body::path(&ctx.p("")))
+        .await?;
+    c.exists(&ctx.p(""), false).await?;
+    c.close().await
+}
+
+/// Four-letter words on a fresh connection (Apache's whitelist is `*` in scripts/apache-zk).
+pub async fn four_letter_ruok(ctx: Ctx) -> Result<()> {
+    ctx.note(format!("ruok -> {:?}", four_letter(&ctx, "ruok").await?));
+    let srvr = four_letter(&ctx, "srvr").await?;
+    // Values differ between servers; the set of keys must not.
+    let keys: Vec<&str> = srvr
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k))
+        .collect();
+    ctx.note(format!("srvr keys -> {keys:?}"));
+    let mode = srvr
+        .lines()
+        .find(|l| l.starts_with("Mode:"))
+        .unwrap_or("<none>");
+    ctx.note(format!("srvr mode -> {mode}"));
+    let zxid_hex = srvr
+        .lines()
+        .find_map(|l| l.strip_prefix("Zxid: 0x"))
+        .map(|h| i64::from_str_radix(h.trim(), 16).is_ok());
+    ctx.note(format!("srvr zxid is hex -> {zxid_hex:?}"));
+    let isro = four_letter(&ctx, "isro").await?;
+    ctx.note(format!("isro -> {isro:?}"));
+    Ok(())
+}
+
+async fn four_letter(ctx: &Ctx, word: &str) -> Result<String> {
+    let mut s = tokio::net::TcpStream::connect(ctx.target.addr).await?;
+    s.write_all(word.as_bytes()).await?;
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await??;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}

@@ -1,0 +1,110 @@
+//! Helpers for zkit's own tests; never a dependency of shipped code (`publish = false`).
+//!
+//! # Layout
+//! - this file: where the Apache ZooKeeper under test is ([`apache_zk`]) and fresh znode paths
+//!   so that many tests can share one server ([`unique_path`]).
+//! - [`fault_proxy`]: [`FaultProxy`], a loopback TCP proxy that drops connections or black-holes
+//!   traffic, to produce real disconnects and real session expiry.
+//! - [`process`]: finding and running the built `zkit` binary, and `kill -9` of child processes.
+//!
+//! Apache ZooKeeper is found through the environment variable `ZKIT_APACHE_ZK=host:port`, which
+//! `scripts/test` sets after starting a private server. Without it, Apache-side tests print a
+//! `SKIP` line and pass, so `cargo test` works on a machine without Java; under CI (env `CI`
+//! set) a missing server is a failure instead, so a broken setup cannot pass silently.
+#![deny(missing_docs)]
+
+pub mod fault_proxy;
+pub mod process;
+
+pub use fault_proxy::FaultProxy;
+pub use process::{kill9, zkit_bin, ChildGuard};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The environment variable holding the Apache ZooKeeper address (`host:port`).
+pub const APACHE_ZK_ENV: &str = "ZKIT_APACHE_ZK";
+
+/// The Apache ZooKeeper to run Apache-side tests against, from `ZKIT_APACHE_ZK`.
+///
+/// Returns `None` after printing `SKIP apache: ZKIT_APACHE_ZK not set` to stderr when the
+/// variable is unset or empty; the caller then returns early from the test.
+///
+/// # Panics
+/// When the variable is unset and the environment variable `CI` is set: CI must run the
+/// Apache-side tests, and a skip there would hide a broken setup.
+#[track_caller]
+pub fn apache_zk() -> Option<String> {
+    match std::env::var(APACHE_ZK_ENV) {
+        Ok(addr) if !addr.trim().is_empty() => Some(addr.trim().to_owned()),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "{APACHE_ZK_ENV} is not set but CI is: Apache-side tests must run in CI \
+             (run the tests through scripts/test, which starts Apache ZooKeeper)"
+        ),
+        _ => {
+            eprintln!("SKIP apache: {APACHE_ZK_ENV} not set");
+            None
+        }
+    }
+}
+
+/// A fresh absolute znode path directly under `/`, unique across tests, processes and runs.
+///
+/// The result looks like `/{prefix}-{pid}-{n}-{uuid}`; `prefix` is sanitized so the result is
+/// always a valid single-level path (`/` and characters ZooKeeper rejects become `_`). Tests
+/// sharing one server use it as their private root, so they never see each other's nodes.
+pub fn unique_path(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let clean: String = prefix
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            // ZooKeeper rejects \u0000-\u001f, \u007f-\u009f, \ud800-\uf8ff and \ufff0-\uffff in
+            // names (PathUtils.validatePath); '/' would add a level whose parent may not exist.
+            if c == '/'
+                || c.is_control()
+                || ('\u{e000}'..='\u{f8ff}').contains(&c)
+                || c >= '\u{fff0}'
+            {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let clean = if clean.is_empty() || clean == "." || clean == ".." {
+        "t".to_owned()
+    } else {
+        clean
+    };
+    format!(
+        "/{clean}-{}-{n}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_paths_differ_and_are_single_level() {
+        let a = unique_path("lock");
+        let b = unique_path("lock");
+        assert_ne!(a, b);
+        assert!(a.starts_with("/lock-"), "{a}");
+        assert_eq!(a.matches('/').count(), 1, "{a}");
+    }
+
+    #[test]
+    fn unique_path_sanitizes_prefix() {
+        let p = unique_path("/a/b\u{0}c");
+        assert!(p.starts_with("/a_b_c-"), "{p}");
+        assert_eq!(p.matches('/').count(), 1, "{p}");
+        for odd in ["", "/", ".", ".."] {
+            let p = unique_path(odd);
+            assert!(p.starts_with("/t-"), "{odd:?} gave {p}");
+        }
+    }
+}

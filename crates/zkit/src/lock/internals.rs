@@ -1,0 +1,519 @@
+//! The async driver shared by the sequential-node locks (Curator's `LockInternals`): create a
+//! protected node, decide with [`super::decide_with`], watch only the node we wait for, verify
+//! ownership, and hand out a [`LockGuard`] whose lost-signal is driven by a small monitor task.
+//!
+//! Invariants it keeps:
+//! - A node is never left behind by a failed, timed-out or dropped acquisition: the attempt
+//!   carries a drop guard that deletes the attempt's UUID-named node in the background.
+//! - Ownership is declared only after checking that our node exists and, for ephemeral nodes,
+//!   that its `ephemeralOwner` is our current session (CURATOR-696).
+//! - A session replaced under a waiting acquisition restarts it on the new session with a new
+//!   node; a session lost under a holder fires the holder's lost-signal.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zk;
+
+use super::decide::{decide_with, Decision, Rule};
+use crate::error::{Error, Result};
+use crate::protected::{
+    create_protected_sequential_with, join, spawn_orphan_cleanup, CreatedNode, ProtectedCreate,
+};
+use crate::retry::RetryPolicy;
+use crate::session::{Session, SessionState};
+
+/// Data Curator's `LockInternals` writes to a revoke-able lock node to ask its holder to release.
+pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
+
+/// Options shared by the lock recipes.
+#[derive(Debug, Clone)]
+pub struct LockOptions {
+    /// Whether `Suspended` fires the holder's lost-signal (default `true`, like Curator's
+    /// `StandardConnectionStateErrorPolicy`): during a disconnect we cannot know whether the
+    /// session (and so the lock) survives. With `false`, only `Lost` (and deletion of the node)
+    /// fire it.
+    pub suspended_is_lost: bool,
+    /// Retry policy for recoverable errors while connected.
+    pub retry: RetryPolicy,
+    /// Data stored in the lock node (diagnostics; Curator stores the host address).
+    pub node_data: Vec<u8>,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            suspended_is_lost: true,
+            retry: RetryPolicy::default(),
+            node_data: format!("zkit pid={}", std::process::id()).into_bytes(),
+        }
+    }
+}
+
+/// One acquisition request, filled in by each recipe.
+pub(crate) struct Contend<'a> {
+    pub session: &'a Session,
+    pub parent: &'a str,
+    /// Name part after the protected marker: `lock-`, `__READ__`, `__WRIT__`, `lease-`.
+    pub name: &'a str,
+    pub rule: Rule,
+    /// A node that never blocks us (see [`super::decide_with`]).
+    pub exempt: Option<String>,
+    pub mode: zk::CreateMode,
+    pub ttl: Option<Duration>,
+    pub options: &'a LockOptions,
+    /// The holder's lease ends this long after the acquisition started (lease locks).
+    pub max_locked_time: Option<Duration>,
+}
+
+/// Deletes an attempt's node in the background unless disarmed.
+struct AttemptCleanup<'a> {
+    session: &'a Session,
+    parent: &'a str,
+    uuid: String,
+    armed: bool,
+}
+
+impl Drop for AttemptCleanup<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            spawn_orphan_cleanup(self.session, self.parent, &self.uuid);
+        }
+    }
+}
+
+/// Waits for `fut`, or until `deadline` (`None` when it passed first).
+pub(crate) async fn until<T>(
+    deadline: Option<Instant>,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        None => Some(fut.await),
+        Some(deadline) => tokio::time::timeout_at(deadline, fut).await.ok(),
+    }
+}
+
+/// What to do after a recoverable error: wait for the connection if it is down, else back off
+/// per the policy. `Err` when the policy gives up (or the session is closed).
+pub(crate) async fn recover(
+    session: &Session,
+    err: Error,
+    policy: &RetryPolicy,
+    retries: &mut u32,
+    start: Instant,
+) -> Result<()> {
+    if !session.state().state.is_connected() {
+        // Not a retry in the policy's sense: nothing can succeed before the reconnect.
+        session.wait_connected().await?;
+        return Ok(());
+    }
+    match policy.next_sleep(*retries, start.elapsed()) {
+        Some(sleep) => {
+            *retries += 1;
+            tokio::time::sleep(sleep).await;
+            Ok(())
+        }
+        None => Err(err),
+    }
+}
+
+/// Runs the acquisition; `timeout` bounds it as a whole.
+pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result<LockGuard> {
+    let started = Instant::now();
+    let deadline = timeout.map(|t| started + t);
+    loop {
+        let mut cleanup = AttemptCleanup {
+            session: c.session,
+            parent: c.parent,
+            uuid: uuid::Uuid::new_v4().to_string(),
+            armed: true,
+        };
+        match until(deadline, attempt(&c, &cleanup.uuid)).await {
+            None => {
+                // Delete our node now if we can, so that a caller who sees the timeout also sees
+                // the directory as it was; otherwise the drop guard finishes in the background.
+                let quick = Duration::from_secs(2);
+                let deleted = tokio::time::timeout(
+                    quick,
+                    crate::protected::delete_by_uuid(c.session, c.parent, &cleanup.uuid),
+                )
+                .await;
+                if matches!(deleted, Ok(Ok(()))) {
+                    cleanup.armed = false;
+                }
+                return Err(Error::Timeout(timeout.unwrap_or_default()));
+            }
+            Some(Ok(Some(node))) => {
+                cleanup.armed = false;
+                let lease_deadline = c.max_locked_time.map(|t| started + t);
+                return Ok(LockGuard::start(
+                    c.session,
+                    node,
+                    Cleanup::ByUuid {
+                        parent: c.parent.to_string(),
+                        uuid: cleanup.uuid.clone(),
+                    },
+                    c.options,
+                    c.mode == zk::CreateMode::EphemeralSequential,
+                    lease_deadline,
+                ));
+            }
+            // Restart with a fresh node; the drop guard removes the old one.
+            Some(Ok(None)) => continue,
+            Some(Err(err)) => return Err(err),
+        }
+    }
+}
+
+/// One node's life: `Ok(Some(node))` acquired, `Ok(None)` restart with a new node.
+async fn attempt(c: &Contend<'_>, uuid: &str) -> Result<Option<CreatedNode>> {
+    c.session.wait_connected().await?;
+    let create = ProtectedCreate {
+        uuid: uuid.to_string(),
+        mode: c.mode,
+        ttl: c.ttl,
+        create_parents: true,
+        policy: c.options.retry.clone(),
+    };
+    let prefix = join(c.parent, c.name);
+    let node =
+        match create_protected_sequential_with(c.session, &prefix, &c.options.node_data, &create)
+            .await
+        {
+            Ok(node) => node,
+            Err(Error::SessionExpired | Error::SessionLost) => return Ok(None),
+            Err(err) if err.is_recoverable() => return Ok(None),
+            Err(err) => return Err(err),
+        };
+    let ephemeral = c.mode == zk::CreateMode::EphemeralSequential;
+    let mut state_rx = c.session.watch_state();
+    let start = Instant::now();
+    let mut retries = 0u32;
+    loop {
+        let (client, generation) = c.session.client_and_generation();
+        if ephemeral && generation != node.generation {
+            // Our ephemeral node went with the old session.
+            return Ok(None);
+        }
+        state_rx.borrow_and_update();
+        let step: Result<Option<bool>> = async {
+            let children = client.list_children(c.parent).await?;
+            match decide_with(&node.name, &children, c.rule, c.exempt.as_deref()) {
+                Decision::NodeGone => Ok(Some(false)),
+                Decision::Acquired => {
+                    // CURATOR-696: never declare ownership of a node that is gone or that
+                    // belongs to a dead session.
+                    let stat = client.check_stat(&node.path).await?;
+                    Ok(Some(match stat {
+                        Some(stat) => !ephemeral || stat.ephemeral_owner == client.session_id().0,
+                        None => false,
+                    }))
+                }
+                Decision::WatchPredecessor(predecessor) => {
+                    let (stat, watcher) = client
+                        .check_and_watch_stat(&join(c.parent, &predecessor))
+                        .await?;
+                    if stat.is_none() {
+                        return Ok(None);
+                    }
+                    // Keep no client clone while waiting: after Lost it would keep the old
+                    // ZooKeeper session (and our old node) alive.
+                    drop(client);
+                    tokio::select! {
+                        _ = watcher.changed() => {}
+                        _ = state_rx.changed() => {}
+                    }
+                    Ok(None)
+                }
+            }
+        }
+        .await;
+        match step {
+            Ok(Some(true)) => return Ok(Some(node)),
+            Ok(Some(false)) => return Ok(None),
+            Ok(None) => retries = 0,
+            Err(Error::SessionExpired | Error::SessionLost) => return Ok(None),
+            Err(err) if err.is_recoverable() => {
+                recover(c.session, err, &c.options.retry, &mut retries, start).await?
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// How a guard removes its node.
+#[derive(Debug, Clone)]
+pub(crate) enum Cleanup {
+    /// Protected node: delete the child of `parent` carrying `uuid`.
+    ByUuid { parent: String, uuid: String },
+    /// Fixed path (SimpleLock): delete only while its `ephemeralOwner` is `owner`, since after a
+    /// session loss someone else may hold a node at the same path.
+    ByPath { owner: i64 },
+}
+
+/// A held lock. Dropping it releases the lock in the background; [`LockGuard::release`] does it
+/// now and reports errors. Check [`LockGuard::lost`] before acting on the protected resource,
+/// and pass [`LockGuard::fencing_token`] to it.
+pub struct LockGuard {
+    session: Session,
+    path: String,
+    sequence: i64,
+    generation: u64,
+    cleanup: Cleanup,
+    lost: CancellationToken,
+    revoke: CancellationToken,
+    stop_monitor: CancellationToken,
+    released: bool,
+    on_release: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("path", &self.path)
+            .field("fencing_token", &self.sequence)
+            .field("generation", &self.generation)
+            .field("lost", &self.lost.is_cancelled())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn start(
+        session: &Session,
+        node: CreatedNode,
+        cleanup: Cleanup,
+        options: &LockOptions,
+        ephemeral: bool,
+        lease_deadline: Option<Instant>,
+    ) -> LockGuard {
+        let lost = CancellationToken::new();
+        let revoke = CancellationToken::new();
+        let stop_monitor = CancellationToken::new();
+        tokio::spawn(monitor(Monitor {
+            session: session.clone(),
+            path: node.path.clone(),
+            generation: node.generation,
+            session_bound: ephemeral,
+            suspended_is_lost: options.suspended_is_lost,
+            lease_deadline,
+            lost: lost.clone(),
+            revoke: revoke.clone(),
+            stop: stop_monitor.clone(),
+        }));
+        LockGuard {
+            session: session.clone(),
+            path: node.path,
+            sequence: node.sequence,
+            generation: node.generation,
+            cleanup,
+            lost,
+            revoke,
+            stop_monitor,
+            released: false,
+            on_release: None,
+        }
+    }
+
+    pub(crate) fn set_on_release(&mut self, f: impl FnOnce() + Send + Sync + 'static) {
+        self.on_release = Some(Box::new(f));
+    }
+
+    /// The fencing token: the lock node's sequence number (for [`super::SimpleLock`], the node's
+    /// `czxid`). It grows with every acquisition of the same lock, so a resource that remembers
+    /// the highest token it has seen can refuse a stale holder.
+    pub fn fencing_token(&self) -> i64 {
+        self.sequence
+    }
+
+    /// Full path of the lock node.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Session generation the lock was taken in.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The lost-signal: cancelled when the lock can no longer be assumed held: session `Lost`
+    /// (or replaced), `Suspended` when [`LockOptions::suspended_is_lost`], the node deleted, or
+    /// (lease locks) the maximum locked time reached. It never un-fires; `token.cancelled()`
+    /// is a future to `select!` on.
+    pub fn lost(&self) -> CancellationToken {
+        self.lost.clone()
+    }
+
+    /// True once the lost-signal fired.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    /// Cancelled when another process asked this holder to release (Curator's revocation:
+    /// `__REVOKE__` written into the lock node). Only [`super::RevocableMutex`] users need it.
+    pub fn revocation_requested(&self) -> CancellationToken {
+        self.revoke.clone()
+    }
+
+    /// Releases the lock now: deletes the node, retrying recoverable errors per the default
+    /// policy.
+    ///
+    /// # Errors
+    /// The error that made the delete give up; the node is then deleted in the background (or
+    /// goes with its session / TTL).
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        self.stop_monitor.cancel();
+        if let Some(hook) = self.on_release.take() {
+            hook();
+        }
+        let result = delete_node(&self.session, &self.path, &self.cleanup).await;
+        if result.is_err() {
+            self.spawn_cleanup();
+        }
+        result
+    }
+
+    fn spawn_cleanup(&self) {
+        match &self.cleanup {
+            Cleanup::ByUuid { parent, uuid } => spawn_orphan_cleanup(&self.session, parent, uuid),
+            Cleanup::ByPath { .. } => {
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                let session = self.session.clone();
+                let path = self.path.clone();
+                let cleanup = self.cleanup.clone();
+                runtime.spawn(async move {
+                    let _ = delete_node(&session, &path, &cleanup).await;
+                });
+            }
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.released {
+            self.stop_monitor.cancel();
+            if let Some(hook) = self.on_release.take() {
+                hook();
+            }
+            self.spawn_cleanup();
+        }
+    }
+}
+
+/// Deletes a guard's node (NoNode is success).
+async fn delete_node(session: &Session, path: &str, cleanup: &Cleanup) -> Result<()> {
+    let policy = RetryPolicy::default();
+    match cleanup {
+        Cleanup::ByUuid { .. } => {
+            crate::retry(&policy, || async {
+                match session.client().delete(path, None).await {
+                    Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                    Err(err) => Err(err),
+                }
+            })
+            .await
+        }
+        Cleanup::ByPath { owner } => {
+            crate::retry(&policy, || async {
+                let client = session.client();
+                match client.check_stat(path).await? {
+                    Some(stat) if stat.ephemeral_owner == *owner => {
+                        match client.delete(path, Some(stat.version)).await {
+                            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                            Err(err) => Err(err),
+                        }
+                    }
+                    // Gone, or someone else's now.
+                    _ => Ok(()),
+                }
+            })
+            .await
+        }
+    }
+}
+
+struct Monitor {
+    session: Session,
+    path: String,
+    generation: u64,
+    /// Ephemeral node: the lock lives and dies with the session.
+    session_bound: bool,
+    suspended_is_lost: bool,
+    lease_deadline: Option<Instant>,
+    lost: CancellationToken,
+    revoke: CancellationToken,
+    stop: CancellationToken,
+}
+
+/// Fires the lost-signal (and the revocation request) of one guard; ends on release.
+async fn monitor(m: Monitor) {
+    let mut state_rx = m.session.watch_state();
+    let far_future = Instant::now() + Duration::from_secs(86_400 * 365);
+    let lease_deadline = m.lease_deadline.unwrap_or(far_future);
+    let lost = |why: &str| {
+        tracing::warn!(path = %m.path, why, "lock lost");
+        m.lost.cancel();
+    };
+    loop {
+        let event = *state_rx.borrow_and_update();
+        if m.session_bound && event.generation != m.generation {
+            return lost("session replaced");
+        }
+        match event.state {
+            SessionState::Lost if m.session_bound => return lost("session lost"),
+            SessionState::Suspended if m.session_bound && m.suspended_is_lost => {
+                return lost("connection suspended")
+            }
+            SessionState::Closed => return lost("session closed"),
+            _ => {}
+        }
+        let watched = if event.state.is_connected() {
+            let client = m.session.client();
+            match client.get_and_watch_data(&m.path).await {
+                Ok((data, _, watcher)) => {
+                    if data == REVOKE_MESSAGE {
+                        m.revoke.cancel();
+                    }
+                    Some(watcher)
+                }
+                Err(zk::Error::NoNode) => return lost("lock node deleted"),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        let connected = event.state.is_connected();
+        let node_event = async {
+            match watched {
+                Some(watcher) => Some(watcher.changed().await),
+                // A recoverable error while connected: try to re-arm the watch shortly.
+                None if connected => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    None
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = m.stop.cancelled() => return,
+            _ = tokio::time::sleep_until(lease_deadline) => return lost("maximum locked time reached"),
+            changed = state_rx.changed() => {
+                if changed.is_err() {
+                    return lost("session dropped");
+                }
+            }
+            event = node_event => {
+                if let Some(event) = event {
+                    if event.event_type == zk::EventType::NodeDeleted {
+                        return lost("lock node deleted");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Server selection for the zkit library's black-box tests: every test runs against each
+//! server [`servers`] returns, Apache ZooKeeper (`ZKIT_APACHE_ZK`, skipped with a `SKIP` line
+//! when unset, a failure under `CI`) and the embedded zkit server.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use zkit::{Session, SessionOptions};
+
+/// One server under test.
+pub struct Target {
+    /// `apache` or `zkit`.
+    pub name: &'static str,
+    /// `host:port`.
+    pub addr: String,
+    /// The server's smallest session timeout: expiry tests must wait at least this long.
+    pub min_session_timeout: Duration,
+    /// Keeps the embedded server running.
+    pub server: Option<zkit_server::Server>,
+}
+
+/// The servers every recipe test runs against: Apache ZooKeeper (when configured) and an
+/// embedded zkit server with short session-timeout bounds and a fast TTL reaper.
+pub async fn servers() -> Vec<Target> {
+    let mut targets = Vec::new();
+    if let Some(addr) = zkit_testkit::apache_zk() {
+        targets.push(Target {
+            name: "apache",
+            addr,
+            // scripts/apache-zk keeps Apache's defaults: tickTime 2000 → minimum 4 s.
+            min_session_timeout: Duration::from_secs(4),
+            server: None,
+        });
+    }
+    let mut config = zkit_server::ServerConfig::ephemeral();
+    config.tick_time = Duration::from_millis(250);
+    config.min_session_timeout = Some(Duration::from_millis(1000));
+    config.container_check_interval = Duration::from_millis(200);
+    let server = zkit_server::Server::start(config)
+        .await
+        .expect("embedded zkit server starts");
+    targets.push(Target {
+        name: "zkit",
+        addr: server.addr().to_string(),
+        min_session_timeout: Duration::from_millis(1000),
+        server: Some(server),
+    });
+    targets
+}
+
+/// A session to `addr` with the given session timeout.
+pub async fn session(addr: &str, session_timeout: Duration) -> Session {
+    Session::connect(
+        addr,
+        SessionOptions::default().with_session_timeout(session_timeout),
+    )
+    .await
+    .expect("session connects")
+}
+
+/// Waits (bounded) for `cond` on the tree to become true, polling: for effects that happen in
+/// the background by design (orphan cleanup, TTL reaping), not to paper over races.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if cond().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Children of `path` (empty when it does not exist).
+pub async fn children(session: &Session, path: &str) -> Vec<String> {
+    match session.client().list_children(path).await {
+        Ok(children) => children,
+        Err(zkit::zookeeper_client::Error::NoNode) => Vec::new(),
+        Err(err) => panic!("list {path}: {err}"),
+    }
+}
