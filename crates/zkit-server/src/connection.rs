@@ -94,6 +94,9 @@ async fn run(
     }
 
     let (read_half, write_half) = stream.into_split();
+    // Unbounded so the pipeline never waits on one slow client (that would stall everyone,
+    // like a blocked ZooKeeper commit processor); the bounded pipeline queue limits how much a
+    // client can have in flight, and the writer drains in WRITE_CHUNK pieces.
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     if shared
         .to_core
@@ -168,9 +171,7 @@ async fn read_loop(
             buf.advance(consumed);
             shared.metrics.packets_received.fetch_add(1, Relaxed);
             metrics.received.fetch_add(1, Relaxed);
-            if matches!(message, ToCore::Request { .. } | ToCore::Reject { .. }) {
-                shared.metrics.outstanding.fetch_add(1, Relaxed);
-            }
+            let is_request = matches!(message, ToCore::Request { .. } | ToCore::Reject { .. });
             tokio::select! {
                 () = closing.cancelled() => return Ok(()),
                 sent = shared.to_core.send(message) => {
@@ -178,6 +179,10 @@ async fn read_loop(
                         return Err("server stopping".into());
                     }
                 }
+            }
+            if is_request {
+                // May briefly run behind the pipeline's decrement; readers clamp at 0.
+                shared.metrics.outstanding.fetch_add(1, Relaxed);
             }
         }
         tokio::select! {

@@ -158,6 +158,37 @@ fn truncated_at_every_offset_recovers_a_prefix() {
     }
 }
 
+/// Power loss with out-of-order writeback: a sector in the middle of the unsynced tail never
+/// reached the disk while later ones did. That is a torn tail (truncated before the hole), not
+/// corruption, wherever the hole falls relative to record boundaries.
+#[test]
+fn hole_left_by_reordered_writeback_is_a_torn_tail() {
+    let zxids: Vec<i64> = (1..=60).collect();
+    let dir = tempfile::tempdir().unwrap();
+    drop(write_log(dir.path(), zxids.clone(), opts(8192)));
+    let seg = only_segment(dir.path());
+    let original = fs::read(&seg).unwrap();
+    let offsets = record_offsets(zxids);
+    let data_end = offsets.last().unwrap().2;
+    for sector in (512..data_end - 512).step_by(512) {
+        let mut bytes = original.clone();
+        bytes[sector..sector + 512].fill(0);
+        for e in fs::read_dir(dir.path()).unwrap() {
+            fs::remove_file(e.unwrap().path()).unwrap();
+        }
+        fs::write(&seg, &bytes).unwrap();
+        let (wal, report) =
+            Wal::open(dir.path(), opts(8192)).unwrap_or_else(|e| panic!("hole at {sector}: {e}"));
+        let survivors: Vec<i64> = offsets
+            .iter()
+            .filter(|r| r.2 <= sector)
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(read_all(&wal, 0), expected(survivors), "hole at {sector}");
+        assert_eq!(report.truncations.len(), 1, "hole at {sector}");
+    }
+}
+
 /// A flipped byte anywhere in a record that is followed by valid records is corruption, reported
 /// with the file and the offset of the damaged record, and never silently truncated.
 #[test]

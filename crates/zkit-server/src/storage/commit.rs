@@ -5,8 +5,11 @@
 //! every batch that queued up while it was busy, writes them all, and runs one fdatasync for the
 //! lot: all writes that arrive while an fsync runs share the next one. A commit resolves `Ok` only
 //! after the fsync covering it returned; if a write or fsync fails, every commit in that group and
-//! every later one resolves `Err` (the WAL is poisoned; see `wal`). Commits resolve in submission
-//! order. This module holds no policy about what to do after an error; the shell decides.
+//! every later one resolves `Err` (the WAL is poisoned; see `wal`). Written commits resolve in
+//! submission order; a batch rejected before writing (zxid not increasing, too large) resolves at
+//! once with its error and does not poison the log. The channel is unbounded: the single writer
+//! is expected to bound its own in-flight batches. This module holds no policy about what to do
+//! after an error; the shell decides.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -30,7 +30,10 @@
 //!   a crash mid-write, a short file or a damaged final record look alike and are truncated; or
 //! - the header at X is all zeros up to its sector's end while valid data follows: a sector that
 //!   was never written back before power loss, with later sectors of the same unsynced batch on
-//!   disk (the torn-write rule etcd uses). Those later records were never acknowledged.
+//!   disk (the torn-write rule etcd uses). Those later records were never acknowledged; or
+//! - a whole zero sector overlaps the bad record before the file's last non-zero byte: the same
+//!   kind of hole, starting inside the record. (A payload holding 512 aligned zero bytes that is
+//!   also hit by bit rot would be taken for torn: an accepted, logged risk.)
 //!
 //! Everything else — a bad record followed by valid ones, or any bad record in an earlier segment
 //! — is [`StorageError::Corruption`] naming file and offset, unless `truncate_corrupt` is set, in
@@ -830,6 +833,7 @@ fn scan(
             }
             Decoded::Bad(reason) => {
                 let torn = unwritten_sector_at(buf, off)
+                    || hole_in_record(buf, off)
                     || !valid_record_after(buf, off, first_zxid, last);
                 return Scan {
                     end: off,
@@ -855,6 +859,32 @@ fn unwritten_sector_at(buf: &[u8], off: usize) -> bool {
         .min(off + RECORD_HEADER_LEN)
         .min(buf.len());
     end >= off + 4 && buf[off..end].iter().all(|&b| b == 0)
+}
+
+/// A whole 512-byte sector of zeros overlaps the (bad) record at `off` and lies before the last
+/// non-zero byte of the file: a hole that a power loss left in an unsynced batch whose later
+/// sectors did reach the disk. Zeros after the last non-zero byte are just pre-allocation, so a
+/// damaged length that points into them does not count.
+fn hole_in_record(buf: &[u8], off: usize) -> bool {
+    let Some(last_nonzero) = buf.iter().rposition(|&b| b != 0) else {
+        return false;
+    };
+    let len = buf
+        .get(off..off + 4)
+        .map_or(0, |_| read_u32(buf, off) as usize)
+        .min(8 + MAX_PAYLOAD_LEN);
+    let span_end = (off + 8 + len)
+        .max(off + RECORD_HEADER_LEN)
+        .min(last_nonzero);
+    let mut sector = off / SECTOR * SECTOR;
+    while sector < span_end {
+        let end = (sector + SECTOR).min(buf.len());
+        if end - sector == SECTOR && buf[sector..end].iter().all(|&b| b == 0) {
+            return true;
+        }
+        sector += SECTOR;
+    }
+    false
 }
 
 /// Is there any valid record starting after `off`? Errs towards "yes" when the checksum budget

@@ -968,6 +968,12 @@ pub fn incoming_label(inc: &Incoming) -> String {
 fn data_str(d: Option<Vec<u8>>) -> String {
     match d {
         None => "null".into(),
+        Some(d) if d.len() > 64 => {
+            let sum = d
+                .iter()
+                .fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(u32::from(*b)));
+            format!("<{} bytes, hash {sum:08x}>", d.len())
+        }
         Some(d) => format!("{:?}", String::from_utf8_lossy(&d)),
     }
 }

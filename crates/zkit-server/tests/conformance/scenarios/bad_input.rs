@@ -74,6 +74,7 @@ pub async fn malformed_frames(ctx: Ctx) -> Result<()> {
     )
     .await?;
     case(&ctx, "unknown op 12345, no body", &request(9, 12345, &[])).await?;
+    frame_sizes(&ctx).await?;
     case(
         &ctx,
         "two requests in one write",
@@ -85,6 +86,39 @@ pub async fn malformed_frames(ctx: Ctx) -> Result<()> {
     )
     .await?;
     Ok(())
+}
+
+/// Frames around jute.maxbuffer (1,048,575): data just under it is stored and read back;
+/// a frame over it closes the connection (or is refused) rather than being buffered.
+async fn frame_sizes(ctx: &Ctx) -> Result<()> {
+    let mut c = ctx.client().await?;
+    let big = vec![b'z'; 1_000_000];
+    c.call(
+        "create(/R/big, 1,000,000 bytes)",
+        op::CREATE,
+        &body::create(&ctx.p("/big"), &big, &crate::wire::open_acl(), 0, None),
+    )
+    .await?;
+    c.get_data(&ctx.p("/big"), false).await?;
+    c.close().await?;
+    for (label, len) in [
+        (
+            "setData frame of 1,048,575 bytes (the limit)",
+            1_048_575usize,
+        ),
+        ("setData frame of 1,048,576 bytes (limit + 1)", 1_048_576),
+        ("setData frame of 1,050,000 bytes", 1_050_000),
+        ("setData frame of 1,100,000 bytes", 1_100_000),
+    ] {
+        // Frame payload = 8 (header) + 4 + path + 4 + data + 4 (version).
+        let path = ctx.p("/big");
+        let data_len = len - 8 - 4 - path.len() - 4 - 4;
+        let b = body::set_data(&path, &vec![b'y'; data_len], -1);
+        case(ctx, label, &request(9, op::SET_DATA, &b)).await?;
+    }
+    let mut c = ctx.client().await?;
+    c.exists(&ctx.p("/big"), false).await?;
+    c.close().await
 }
 
 pub async fn truncated_records(ctx: Ctx) -> Result<()> {
