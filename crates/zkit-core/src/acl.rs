@@ -1,8 +1,9 @@
 //! ACL fix-up and identities (Apache's `PrepRequestProcessor.fixupACL` and the `digest`/`ip`
 //! authentication providers).
 //!
-//! Enforcement is not done yet (issue 9): [`check`] is the single place a permission check will
-//! go, and every op already calls it with the permission Apache requires.
+//! [`check`] is the one permission check (Apache's `ZooKeeperServer.checkACL`): every op calls
+//! it with the permission Apache requires, and so does watch delivery (CVE-2024-23944 /
+//! ZOOKEEPER-4799: an event reaches a watcher only if its connection may READ the node).
 
 use base64::Engine as _;
 use sha1::{Digest as _, Sha1};
@@ -98,9 +99,94 @@ pub fn fixup(acl: &[Acl], auth_info: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
     Ok(out)
 }
 
-/// The permission check every op passes through. Not enforced yet (issue 9): always allows.
-pub fn check(_acl: &[Acl], _perm: i32, _auth_info: &[Id]) -> Result<(), ErrorCode> {
-    Ok(())
+/// The id a connection gets when it authenticates with the configured `superDigest`
+/// (`DigestAuthenticationProvider.handleAuthentication` adds it beside the digest id).
+pub fn super_id() -> Id {
+    Id {
+        scheme: "super".into(),
+        id: String::new(),
+    }
+}
+
+/// `IPAuthenticationProvider.v4addr2Bytes`: exactly four dot-separated integers 0..=255.
+fn ipv4_bytes(addr: &str) -> Option<[u8; 4]> {
+    let mut out = [0u8; 4];
+    let mut parts = addr.split('.');
+    for b in &mut out {
+        let v = parts.next()?.parse::<i32>().ok()?;
+        *b = u8::try_from(v).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// `IPAuthenticationProvider.matches`: `expr` is `a.b.c.d` or `a.b.c.d/bits`; both addresses
+/// are masked to `bits` and compared. Anything unparsable (IPv6 included: 3.8 only parses
+/// IPv4) does not match.
+pub fn ip_matches(peer: &str, expr: &str) -> bool {
+    let (addr, bits) = match expr.split_once('/') {
+        Some((a, b)) => (a, Some(b)),
+        None => (expr, None),
+    };
+    let Some(acl_addr) = ipv4_bytes(addr) else {
+        return false;
+    };
+    let bits = match bits.map(str::parse::<i32>) {
+        None => 32,
+        Some(Ok(b)) if (0..=32).contains(&b) => b,
+        Some(_) => return false,
+    };
+    let Some(peer_addr) = ipv4_bytes(peer) else {
+        return false;
+    };
+    let mask = u32::MAX.checked_shl(32 - bits as u32).unwrap_or(0);
+    u32::from_be_bytes(acl_addr) & mask == u32::from_be_bytes(peer_addr) & mask
+}
+
+/// `ZooKeeperServer.checkACL`: Ok if `auth_info` may do `perm` on a node with `acl`.
+///
+/// An empty list allows everything; a `super` id bypasses every check; otherwise some entry
+/// granting a bit of `perm` must be `world:anyone` or match an id of the same scheme (digest:
+/// equal ids; ip: CIDR match). Anything else is NoAuth.
+pub fn check(acl: &[Acl], perm: i32, auth_info: &[Id]) -> Result<(), ErrorCode> {
+    if acl.is_empty() || auth_info.iter().any(|id| id.scheme == "super") {
+        return Ok(());
+    }
+    let allowed = acl.iter().filter(|a| a.perms & perm != 0).any(|a| {
+        let (scheme, expr) = (a.id.scheme.as_str(), a.id.id.as_str());
+        if scheme == "world" && expr == "anyone" {
+            return true;
+        }
+        auth_info
+            .iter()
+            .filter(|id| id.scheme == scheme)
+            .any(|id| match scheme {
+                "digest" => id.id == expr,
+                "ip" => ip_matches(&id.id, expr),
+                _ => false,
+            })
+    });
+    if allowed {
+        Ok(())
+    } else {
+        Err(ErrorCode::NoAuth)
+    }
+}
+
+/// What getACL shows a caller without ADMIN (ZOOKEEPER-1392): digest hashes are replaced by
+/// `x` (`id.replaceAll(":.*", ":x")`), so READ alone cannot harvest password hashes.
+pub fn redact(acl: &[Acl]) -> Vec<Acl> {
+    acl.iter()
+        .map(|a| match (a.id.scheme.as_str(), a.id.id.split_once(':')) {
+            ("digest", Some((user, _))) => Acl {
+                perms: a.perms,
+                id: Id {
+                    scheme: "digest".into(),
+                    id: format!("{user}:x"),
+                },
+            },
+            _ => a.clone(),
+        })
+        .collect()
 }
 
 /// `AuthUtil.getUser`: the user part whoAmI reports (digest: before the first ':').
@@ -133,6 +219,65 @@ mod tests {
             digest_id("super:test"),
             "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
         );
+    }
+
+    fn id(scheme: &str, id: &str) -> Id {
+        Id {
+            scheme: scheme.into(),
+            id: id.into(),
+        }
+    }
+
+    #[test]
+    fn check_rules() {
+        let alice = id("digest", "alice:h");
+        let only_alice = [acl("digest", "alice:h")];
+        assert_eq!(check(&[], perms::ALL, &[]), Ok(()));
+        assert_eq!(check(&only_alice, perms::READ, &[]), Err(ErrorCode::NoAuth));
+        assert_eq!(check(&only_alice, perms::READ, &[alice.clone()]), Ok(()));
+        assert_eq!(
+            check(&only_alice, perms::READ, &[id("digest", "bob:h")]),
+            Err(ErrorCode::NoAuth)
+        );
+        assert_eq!(check(&only_alice, perms::READ, &[super_id()]), Ok(()));
+        let read_only = [Acl {
+            perms: perms::READ,
+            id: id("world", "anyone"),
+        }];
+        assert_eq!(check(&read_only, perms::READ, &[]), Ok(()));
+        assert_eq!(check(&read_only, perms::WRITE, &[]), Err(ErrorCode::NoAuth));
+        // getACL asks READ | ADMIN: either bit suffices.
+        assert_eq!(check(&read_only, perms::READ | perms::ADMIN, &[]), Ok(()));
+        let net = [acl("ip", "10.1.0.0/16")];
+        assert_eq!(check(&net, perms::READ, &[id("ip", "10.1.2.3")]), Ok(()));
+        assert_eq!(
+            check(&net, perms::READ, &[id("ip", "10.2.2.3")]),
+            Err(ErrorCode::NoAuth)
+        );
+        // A digest id never matches an ip entry, even with the same text.
+        assert_eq!(
+            check(&[acl("ip", "1.2.3.4")], perms::READ, &[id("digest", "1.2.3.4")]),
+            Err(ErrorCode::NoAuth)
+        );
+    }
+
+    #[test]
+    fn ip_matching() {
+        assert!(ip_matches("127.0.0.1", "127.0.0.1"));
+        assert!(ip_matches("127.9.9.9", "127.0.0.0/8"));
+        assert!(ip_matches("8.8.8.8", "0.0.0.0/0"));
+        assert!(!ip_matches("127.0.0.2", "127.0.0.1"));
+        assert!(!ip_matches("127.0.0.1", "127.0.0.1/33"));
+        assert!(!ip_matches("::1", "127.0.0.1"));
+        assert!(!ip_matches("127.0.0.1", "127.0.0"));
+    }
+
+    #[test]
+    fn redaction_hides_digest_hashes_only() {
+        let list = [acl("digest", "alice:abc:def"), acl("world", "anyone")];
+        let shown = redact(&list);
+        assert_eq!(shown[0].id.id, "alice:x");
+        assert_eq!(shown[1], list[1]);
     }
 
     #[test]

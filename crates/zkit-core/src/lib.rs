@@ -26,7 +26,7 @@
 //! - [`tree`]: the data tree, stats, ephemeral/container/TTL indexes, primitive mutations.
 //! - [`session`]: session ids, expiry rounding.
 //! - [`watch`]: watch tables (one-shot, persistent, persistent-recursive).
-//! - [`acl`]: ACL fix-up, digest ids, the (not yet enforcing) permission check.
+//! - [`acl`]: ACL fix-up, digest ids, the permission check (ops and watch delivery).
 //! - `prep`: request → [`TxnOp`] validation in Apache's check order, with a multi overlay.
 //! - [`txn`]: [`Txn`]/[`TxnOp`] and their binary encoding.
 //! - `snapshot`: [`Core::snapshot`], [`Core::restore`], [`Core::dump`].
@@ -78,6 +78,9 @@ pub struct Config {
     pub container_check_interval_ms: u64,
     /// Server id used in session-id generation (0 for standalone).
     pub server_id: u8,
+    /// `zookeeper.DigestAuthenticationProvider.superDigest`: a digest id (`user:base64hash`,
+    /// see [`acl::digest_id`]); a connection authenticating as it bypasses every ACL.
+    pub super_digest: Option<String>,
 }
 
 impl Default for Config {
@@ -89,6 +92,7 @@ impl Default for Config {
             extended_types: false,
             container_check_interval_ms: 60_000,
             server_id: 0,
+            super_digest: None,
         }
     }
 }
@@ -292,6 +296,18 @@ impl Core {
     /// Live sessions and their timeouts (ms), for 4lw `dump`/`cons` and tests.
     pub fn sessions(&self) -> impl Iterator<Item = (i64, i32)> + '_ {
         self.sessions.iter().map(|(id, s)| (*id, s.timeout_ms))
+    }
+
+    /// Every watch registration as (path, connection), data and child tables merged, sorted
+    /// by path then connection (4lw `wchc`/`wchp`, admin `watches`).
+    pub fn watches(&self) -> Vec<(String, ConnId)> {
+        let mut all: std::collections::BTreeSet<(String, ConnId)> = self
+            .data_watches
+            .entries()
+            .map(|(p, c)| (p.clone(), c))
+            .collect();
+        all.extend(self.child_watches.entries().map(|(p, c)| (p.clone(), c)));
+        all.into_iter().collect()
     }
 
     /// The session attached to `conn`, if any.
@@ -637,6 +653,11 @@ impl Core {
                         ) {
                             return self.reply_err(conn, xid, e);
                         }
+                        // READ without ADMIN sees digest ids as `user:x` (ZOOKEEPER-1392).
+                        let acl = match acl::check(&acl, zkit_proto::op::perms::ADMIN, &auth) {
+                            Ok(()) => acl,
+                            Err(_) => acl::redact(&acl),
+                        };
                         self.reply(conn, xid, 0, Response::GetAcl { acl, stat });
                     }
                 }
@@ -763,9 +784,16 @@ impl Core {
                 };
                 // Apache answers auth with zxid 0, outside the pipeline.
                 let header = |err| ReplyHeader { xid, zxid: 0, err };
+                // DigestAuthenticationProvider: the super digest adds `super:` beside the id.
+                let is_super = id.as_ref().is_some_and(|id| {
+                    id.scheme == "digest" && self.config.super_digest.as_ref() == Some(&id.id)
+                });
                 match id {
                     Some(id) => {
                         if let Some(c) = self.conns.get_mut(&conn) {
+                            if is_super && !c.auth.contains(&acl::super_id()) {
+                                c.auth.push(acl::super_id());
+                            }
                             if id.scheme != "ip" && !c.auth.contains(&id) {
                                 c.auth.push(id);
                             }
@@ -1287,8 +1315,9 @@ impl Core {
             }
             TxnOp::CloseSession => {
                 for path in self.tree.ephemerals_of(txn.session) {
+                    let acl = self.acl_of(&path);
                     if self.tree.delete(&path, zxid).is_ok() {
-                        self.fire_deleted(&path);
+                        self.fire_deleted(&path, &acl);
                     }
                 }
                 self.sessions.remove(&txn.session);
@@ -1310,18 +1339,26 @@ impl Core {
                 txn.time,
             ) {
                 Ok(stat) => {
-                    self.fire(&path.clone(), event_type::NODE_CREATED, true, false);
+                    self.fire(path, event_type::NODE_CREATED, true, false, acl);
                     if let Some(parent) = path::parent_of(path) {
-                        self.fire(parent, event_type::NODE_CHILDREN_CHANGED, false, true);
+                        let parent_acl = self.acl_of(parent);
+                        self.fire(
+                            parent,
+                            event_type::NODE_CHILDREN_CHANGED,
+                            false,
+                            true,
+                            &parent_acl,
+                        );
                     }
                     OpOutcome::ok(path, Some(stat))
                 }
                 Err(e) => OpOutcome::err(e),
             },
             TxnOp::Delete { path } | TxnOp::DeleteContainer { path } => {
+                let acl = self.acl_of(path);
                 match self.tree.delete(path, zxid) {
                     Ok(()) => {
-                        self.fire_deleted(path);
+                        self.fire_deleted(path, &acl);
                         OpOutcome::ok(path, None)
                     }
                     Err(e) => OpOutcome::err(e),
@@ -1337,7 +1374,8 @@ impl Core {
                     .set_data(path, data.clone(), *version, zxid, txn.time)
                 {
                     Ok(stat) => {
-                        self.fire(path, event_type::NODE_DATA_CHANGED, true, false);
+                        let acl = self.acl_of(path);
+                        self.fire(path, event_type::NODE_DATA_CHANGED, true, false, &acl);
                         OpOutcome::ok(path, Some(stat))
                     }
                     Err(e) => OpOutcome::err(e),
@@ -1368,8 +1406,17 @@ impl Core {
         }
     }
 
+    /// The ACL of `path` (empty when absent), captured for watch delivery.
+    fn acl_of(&self, path: &str) -> Vec<zkit_proto::Acl> {
+        self.tree.get(path).map(|n| n.acl.clone()).unwrap_or_default()
+    }
+
     /// Fires `event_type` on `path` in the data and/or child table, one event per connection.
-    fn fire(&mut self, path: &str, kind: i32, data: bool, child: bool) {
+    /// `acl` is the node's ACL at the trigger (for NodeDeleted, before the delete): only
+    /// connections that may READ it get the event. The watch is consumed either way, as in
+    /// Apache's `WatchManager.triggerWatch` + `ServerCnxn.process(event, acl)`
+    /// (CVE-2024-23944, ZOOKEEPER-4799; in Debian's 3.8.0-11+deb12u2 too).
+    fn fire(&mut self, path: &str, kind: i32, data: bool, child: bool, acl: &[zkit_proto::Acl]) {
         let mut conns = std::collections::BTreeSet::new();
         let children_changed = kind == event_type::NODE_CHILDREN_CHANGED;
         if data {
@@ -1378,15 +1425,26 @@ impl Core {
         if child {
             conns.extend(self.child_watches.trigger(path, children_changed));
         }
+        let conns = conns
+            .into_iter()
+            .filter(|c| acl::check(acl, zkit_proto::op::perms::READ, &self.auth_info(*c)).is_ok())
+            .collect();
         self.emit(conns, kind, path);
     }
 
     /// `DataTree.deleteNode`'s triggers: NodeDeleted to data and child watchers of the path
     /// (once per connection), NodeChildrenChanged to child watchers of the parent.
-    fn fire_deleted(&mut self, path: &str) {
-        self.fire(path, event_type::NODE_DELETED, true, true);
+    fn fire_deleted(&mut self, path: &str, acl: &[zkit_proto::Acl]) {
+        self.fire(path, event_type::NODE_DELETED, true, true, acl);
         if let Some(parent) = path::parent_of(path) {
-            self.fire(parent, event_type::NODE_CHILDREN_CHANGED, false, true);
+            let parent_acl = self.acl_of(parent);
+            self.fire(
+                parent,
+                event_type::NODE_CHILDREN_CHANGED,
+                false,
+                true,
+                &parent_acl,
+            );
         }
     }
 

@@ -150,6 +150,13 @@ impl WatchTable {
         self.by_path.values().map(BTreeMap::len).sum()
     }
 
+    /// Every registration as (path, connection), by path (4lw `wchp`/`wchc`, admin `watches`).
+    pub fn entries(&self) -> impl Iterator<Item = (&String, ConnId)> {
+        self.by_path
+            .iter()
+            .flat_map(|(path, w)| w.keys().map(move |conn| (path, *conn)))
+    }
+
     /// Watched paths.
     pub fn paths(&self) -> impl Iterator<Item = &String> {
         self.by_path.keys()

@@ -34,6 +34,14 @@ pub struct ServerConfig {
     /// `zookeeper.nio.sessionlessCnxnTimeout`: a connection that has not completed its
     /// handshake (or sent a four-letter word) within this time is closed (default 10 s).
     pub sessionless_timeout: Duration,
+    /// `superDigest` (`zookeeper.DigestAuthenticationProvider.superDigest`): `user:base64hash`
+    /// as `zkit_core::acl::digest_id("user:password")` makes it; who authenticates as it
+    /// bypasses every ACL. `None` (the default): no super user.
+    pub super_digest: Option<String>,
+    /// Limits against abusive clients (connections per IP, requests in flight per connection).
+    pub limits: crate::limits::Limits,
+    /// Where the HTTP admin endpoint (`/metrics`, `/commands/<name>`) listens; `None` = off.
+    pub admin_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +56,9 @@ impl Default for ServerConfig {
             max_frame: DEFAULT_MAX_FRAME,
             four_letter_words: FourLetterWhitelist::default(),
             sessionless_timeout: Duration::from_secs(10),
+            super_digest: None,
+            limits: crate::limits::Limits::default(),
+            admin_listen: None,
         }
     }
 }
@@ -60,6 +71,8 @@ impl ServerConfig {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             extended_types: true,
             four_letter_words: FourLetterWhitelist::All,
+            // Tests open many connections from 127.0.0.1.
+            limits: crate::limits::Limits::unlimited_connections(),
             ..ServerConfig::default()
         }
     }
@@ -82,6 +95,7 @@ impl ServerConfig {
             extended_types: self.extended_types,
             container_check_interval_ms: millis(self.container_check_interval),
             server_id: 0,
+            super_digest: self.super_digest.clone(),
         }
     }
 

@@ -19,9 +19,9 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, field, info_span, Instrument, Span};
+use tracing::{debug, field, info_span, warn, Instrument, Span};
 use zkit_core::{ConnId, Outbound};
 use zkit_proto::frame::{decode_frame, encode_frame, is_four_letter_word};
 use zkit_proto::op::xid;
@@ -30,6 +30,7 @@ use zkit_proto::{
 };
 
 use crate::four_letter;
+use crate::limits::ConnectionCounts;
 use crate::metrics::{ConnMetrics, Metrics};
 use crate::pipeline::ToCore;
 use crate::ServerConfig;
@@ -44,12 +45,20 @@ pub(crate) struct Shared {
     pub metrics: Arc<Metrics>,
     pub to_core: mpsc::Sender<ToCore>,
     pub shutdown: CancellationToken,
+    /// Live connections per client IP (`maxClientCnxns`).
+    pub conn_counts: Arc<ConnectionCounts>,
 }
 
 /// Serves one accepted connection until it closes.
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
     let span = info_span!("conn", conn, %peer, session = field::Empty);
     async move {
+        let max = shared.config.limits.max_client_cnxns;
+        let Some(_slot) = shared.conn_counts.admit(peer.ip(), max) else {
+            // Apache's NIOServerCnxnFactory closes such a socket before reading anything.
+            warn!("Too many connections from {} - max is {max}", peer.ip());
+            return;
+        };
         // Latency matters more than packet count for this protocol (pings, small replies).
         let _ = stream.set_nodelay(true);
         let metrics = shared.metrics.add_connection(conn, peer);
@@ -111,6 +120,12 @@ async fn run(
         return; // the pipeline has stopped
     }
     let closing = shared.shutdown.child_token();
+    // Back-pressure: one permit per request in flight; the reader takes one before handing a
+    // request to the pipeline, the writer returns it once the reply is written. A client that
+    // pipelines too much (or stops reading its replies) stops being read.
+    let in_flight = Arc::new(Semaphore::new(
+        shared.config.limits.max_outstanding_per_connection.max(1),
+    ));
     let writer = tokio::spawn(
         write_loop(
             write_half,
@@ -118,6 +133,7 @@ async fn run(
             closing.clone(),
             shared.metrics.clone(),
             metrics.clone(),
+            in_flight.clone(),
         )
         .instrument(Span::current()),
     );
@@ -129,6 +145,7 @@ async fn run(
         metrics,
         &closing,
         handshake_deadline,
+        &in_flight,
     );
     if let Err(why) = reading.await {
         debug!(%why, "closing connection");
@@ -140,6 +157,7 @@ async fn run(
 }
 
 /// Reads frames until the peer closes, a frame is malformed, or `closing` fires.
+#[allow(clippy::too_many_arguments)]
 async fn read_loop(
     mut read: OwnedReadHalf,
     mut buf: BytesMut,
@@ -148,6 +166,7 @@ async fn read_loop(
     metrics: &ConnMetrics,
     closing: &CancellationToken,
     handshake_deadline: tokio::time::Instant,
+    in_flight: &Semaphore,
 ) -> Result<(), String> {
     let mut handshaken = false;
     loop {
@@ -172,6 +191,16 @@ async fn read_loop(
             shared.metrics.packets_received.fetch_add(1, Relaxed);
             metrics.received.fetch_add(1, Relaxed);
             let is_request = matches!(message, ToCore::Request { .. } | ToCore::Reject { .. });
+            if is_request {
+                tokio::select! {
+                    () = closing.cancelled() => return Ok(()),
+                    permit = in_flight.acquire() => match permit {
+                        // Returned by the writer (add_permits) when the reply is written.
+                        Ok(permit) => permit.forget(),
+                        Err(_) => return Err("in-flight limiter closed".into()),
+                    },
+                }
+            }
             tokio::select! {
                 () = closing.cancelled() => return Ok(()),
                 sent = shared.to_core.send(message) => {
@@ -238,15 +267,18 @@ async fn write_loop(
     closing: CancellationToken,
     server: Arc<Metrics>,
     metrics: Arc<ConnMetrics>,
+    in_flight: Arc<Semaphore>,
 ) {
     let mut out = BytesMut::with_capacity(4096);
     'outer: while let Some(first) = rx.recv().await {
         let mut count = u64::from(!matches!(first, Outbound::Close));
+        let mut replies = usize::from(matches!(first, Outbound::Reply { .. }));
         let mut close = encode(first, &mut out, &metrics);
         while !close && out.len() < WRITE_CHUNK {
             match rx.try_recv() {
                 Ok(next) => {
                     count += u64::from(!matches!(next, Outbound::Close));
+                    replies += usize::from(matches!(next, Outbound::Reply { .. }));
                     close = encode(next, &mut out, &metrics);
                 }
                 Err(_) => break,
@@ -257,6 +289,7 @@ async fn write_loop(
             break 'outer;
         }
         out.clear();
+        in_flight.add_permits(replies);
         server.packets_sent.fetch_add(count, Relaxed);
         metrics.sent.fetch_add(count, Relaxed);
         if close {

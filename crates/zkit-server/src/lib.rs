@@ -25,7 +25,11 @@
 //!   requests for the pipeline; the writer encodes what the pipeline sends back, in order.
 //! - `four_letter`: `ruok`, `srvr`, `stat`, `mntr`, `conf`, `envi` (and `isro`, `wchs`, `dirs`,
 //!   `srst`) in ZooKeeper's output formats, behind the whitelist.
-//! - `metrics`: counters shared by connections, the pipeline and the four-letter words.
+//! - `metrics`: counters shared by connections, the pipeline and the four-letter words, and
+//!   their Prometheus rendering.
+//! - [`limits`]: connections per client IP, requests in flight per connection.
+//! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`).
+//! - [`zoo_cfg`]: reads `zoo.cfg` (and its TOML form) into a [`ServerConfig`].
 //! - [`storage`]: where txns become durable before replies leave (in memory for now).
 //!
 //! The server never panics on client input: a malformed frame or handshake closes that one
@@ -33,15 +37,20 @@
 //! are unaffected.
 #![deny(missing_docs)]
 
+mod admin_http;
 pub mod config;
 mod connection;
 mod four_letter;
+pub mod limits;
 mod metrics;
 mod pipeline;
 pub mod server;
 pub mod storage;
 
+pub mod zoo_cfg;
+
 pub use config::{FourLetterWhitelist, ServerConfig};
+pub use limits::Limits;
 pub use server::Server;
 
 /// Errors of starting or running a server.

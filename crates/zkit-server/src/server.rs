@@ -65,6 +65,15 @@ impl Server {
         })?;
         let mut config = config;
         config.listen = addr;
+        // The HTTP admin endpoint (optional); its bound address replaces the asked-for one.
+        let admin = match config.admin_listen {
+            Some(asked) => {
+                let (listener, bound) = crate::admin_http::bind(asked).await?;
+                config.admin_listen = Some(bound);
+                Some(listener)
+            }
+            None => None,
+        };
 
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
@@ -77,7 +86,11 @@ impl Server {
             metrics,
             to_core,
             shutdown: shutdown.clone(),
+            conn_counts: Arc::default(),
         });
+        if let Some(listener) = admin {
+            tasks.spawn(crate::admin_http::serve(listener, shared.clone()));
+        }
         tasks.spawn(accept_loop(listener, shared, tasks.clone()));
         info!(%addr, "zkit server listening");
         Ok(Server {

@@ -23,6 +23,7 @@ pub mod protected;
 pub mod retry;
 pub mod session;
 pub mod config;
+pub mod procedure;
 
 pub use error::{Error, Result};
 pub use protected::{create_protected_sequential_with, CreatedNode, ProtectedCreate};

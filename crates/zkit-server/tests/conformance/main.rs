@@ -13,6 +13,12 @@
 //! Run: `ZKIT_APACHE_ZK=127.0.0.1:PORT cargo nextest run -p zkit-server --test conformance`.
 //! Without `ZKIT_APACHE_ZK` the Apache side is skipped with a notice (mandatory when `CI` is
 //! set) and each scenario still runs against zkit, which must not fail.
+//!
+//! `ZKIT_CONFORMANCE_APACHE_ONLY=1` (development aid) prints Apache's transcripts and skips
+//! zkit, to see what the oracle does before zkit implements it. Besides the comparison, every
+//! request this suite encodes and every successful reply either server sends is round-tripped
+//! through `zkit-proto` (`Request::decode`/`encode_body`, `Response::decode`/`encode`); bytes
+//! that do not survive are reported and fail the scenario.
 
 mod harness;
 mod scenarios;
@@ -56,11 +62,12 @@ conformance! {
     sessions::ephemerals_and_close_session,
     sessions::reconnect_password,
     sessions::session_expiry,
+    sessions::pings_keep_a_session_alive,
     reaper::container_reaping,
     reaper::ttl_nodes,
     misc::unusual_ops,
     misc::apache_quirks,
-    misc::four_letter_ruok,
+    misc::four_letter_words,
     bad_input::malformed_frames,
     bad_input::truncated_records,
     bad_input::requests_before_handshake,

@@ -203,7 +203,13 @@ async fn attempt(c: &Contend<'_>, uuid: &str) -> Result<Option<CreatedNode>> {
                 Decision::NodeGone => Ok(Some(false)),
                 Decision::Acquired => {
                     // CURATOR-696: never declare ownership of a node that is gone or that
-                    // belongs to a dead session.
+                    // belongs to a dead session. The listing just showed the node; the server
+                    // recorded its owner at create time (or when the protected create found it
+                    // after a retry), so a second read is only needed when that owner is not
+                    // the session we are on now.
+                    if !ephemeral || node.ephemeral_owner == client.session_id().0 {
+                        return Ok(Some(true));
+                    }
                     let stat = client.check_stat(&node.path).await?;
                     Ok(Some(match stat {
                         Some(stat) => !ephemeral || stat.ephemeral_owner == client.session_id().0,

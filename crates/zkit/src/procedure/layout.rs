@@ -112,7 +112,7 @@ pub fn check_name(what: &str, name: &str) -> Result<(), ProcedureError> {
         || name.chars().any(|c| {
             c == '/'
                 || c.is_control()
-                || ('\u{d800}'..='\u{f8ff}').contains(&c)
+                || ('\u{e000}'..='\u{f8ff}').contains(&c)
                 || c >= '\u{fff0}'
         });
     if bad {

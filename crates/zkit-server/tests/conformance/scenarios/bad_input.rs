@@ -14,7 +14,7 @@ use crate::scenarios::nodes::PERSISTENT;
 use crate::wire::{body, op, Incoming, WireClient};
 
 /// How long to wait for a reaction to bad input before calling the server silent.
-const REACTION: Duration = Duration::from_secs(3);
+const REACTION: Duration = Duration::from_secs(10);
 
 /// Sends `bytes` as they are on a fresh session, logs the reaction and whether the connection
 /// still answers a normal request.

@@ -125,7 +125,7 @@ pub async fn unusual_ops(ctx: Ctx) -> Result<()> {
 pub async fn apache_quirks(ctx: Ctx) -> Result<()> {
     let mut c = ctx.client().await?;
     c.create(&ctx.p(""), "", PERSISTENT).await?;
-    c.reply_timeout = Duration::from_secs(3);
+    c.reply_timeout = Duration::from_secs(5);
     c.call(
         "check (op 13) alone",
         op::CHECK,
@@ -142,15 +142,14 @@ pub async fn apache_quirks(ctx: Ctx) -> Result<()> {
 }
 
 /// Four-letter words on a fresh connection (Apache's whitelist is `*` in scripts/apache-zk).
-pub async fn four_letter_ruok(ctx: Ctx) -> Result<()> {
+/// Values differ between servers (versions, counters, paths); what is compared is the shape:
+/// `ruok` exactly, the key sets of `srvr`/`stat`, the presence of the core `mntr` and `conf`
+/// keys with the values both servers are configured alike for, and `envi`'s header.
+pub async fn four_letter_words(ctx: Ctx) -> Result<()> {
     ctx.note(format!("ruok -> {:?}", four_letter(&ctx, "ruok").await?));
+
     let srvr = four_letter(&ctx, "srvr").await?;
-    // Values differ between servers; the set of keys must not.
-    let keys: Vec<&str> = srvr
-        .lines()
-        .filter_map(|l| l.split_once(':').map(|(k, _)| k))
-        .collect();
-    ctx.note(format!("srvr keys -> {keys:?}"));
+    ctx.note(format!("srvr keys -> {:?}", colon_keys(&srvr)));
     let mode = srvr
         .lines()
         .find(|l| l.starts_with("Mode:"))
@@ -161,9 +160,81 @@ pub async fn four_letter_ruok(ctx: Ctx) -> Result<()> {
         .find_map(|l| l.strip_prefix("Zxid: 0x"))
         .map(|h| i64::from_str_radix(h.trim(), 16).is_ok());
     ctx.note(format!("srvr zxid is hex -> {zxid_hex:?}"));
+
+    let stat = four_letter(&ctx, "stat").await?;
+    ctx.note(format!("stat keys -> {:?}", colon_keys(&stat)));
+    // The client list follows "Clients:", one indented line per connection (this one at least).
+    let listed = stat.lines().any(|l| l.starts_with(" /127.0.0.1:"));
+    ctx.note(format!("stat lists this client -> {listed}"));
+
+    let mntr = four_letter(&ctx, "mntr").await?;
+    let all_tab_separated = mntr.lines().all(|l| l.split_once('\t').is_some());
+    ctx.note(format!(
+        "mntr lines are key<TAB>value -> {all_tab_separated}"
+    ));
+    for key in [
+        "zk_version",
+        "zk_server_state",
+        "zk_avg_latency",
+        "zk_max_latency",
+        "zk_min_latency",
+        "zk_packets_received",
+        "zk_packets_sent",
+        "zk_num_alive_connections",
+        "zk_outstanding_requests",
+        "zk_znode_count",
+        "zk_watch_count",
+        "zk_ephemerals_count",
+        "zk_approximate_data_size",
+    ] {
+        let value = mntr
+            .lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('\t')));
+        let shown = match (key, value) {
+            ("zk_server_state", Some(v)) => v.to_owned(),
+            (_, Some(_)) => "present".to_owned(),
+            (_, None) => "MISSING".to_owned(),
+        };
+        ctx.note(format!("mntr {key} -> {shown}"));
+    }
+
+    let conf = four_letter(&ctx, "conf").await?;
+    for key in [
+        "clientPort",
+        "dataDir",
+        "tickTime",
+        "maxClientCnxns",
+        "minSessionTimeout",
+        "maxSessionTimeout",
+        "serverId",
+    ] {
+        let value = conf
+            .lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('=')));
+        let shown = match (key, value) {
+            ("tickTime" | "minSessionTimeout" | "maxSessionTimeout", Some(v)) => v.to_owned(),
+            (_, Some(_)) => "present".to_owned(),
+            (_, None) => "MISSING".to_owned(),
+        };
+        ctx.note(format!("conf {key} -> {shown}"));
+    }
+
+    let envi = four_letter(&ctx, "envi").await?;
+    ctx.note(format!("envi first line -> {:?}", envi.lines().next()));
+    let has_version = envi.lines().any(|l| l.starts_with("zookeeper.version="));
+    ctx.note(format!("envi has zookeeper.version -> {has_version}"));
+
     let isro = four_letter(&ctx, "isro").await?;
     ctx.note(format!("isro -> {isro:?}"));
     Ok(())
+}
+
+/// The `Key:` names of a srvr/stat answer, skipping the indented client lines.
+fn colon_keys(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.to_owned()))
+        .collect()
 }
 
 async fn four_letter(ctx: &Ctx, word: &str) -> Result<String> {

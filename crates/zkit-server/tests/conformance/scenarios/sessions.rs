@@ -96,3 +96,22 @@ pub async fn session_expiry(ctx: Ctx) -> Result<()> {
     ctx.resume(&name, sid, &passwd, last, 4000).await?;
     w.close().await
 }
+
+/// Every request, pings included, refreshes a session's deadline: a 4 s session that pings
+/// every second outlives several timeouts with its ephemeral intact. Bounded: 10 pings.
+pub async fn pings_keep_a_session_alive(ctx: Ctx) -> Result<()> {
+    let mut w = ctx.client().await?;
+    w.create(&ctx.p(""), "", PERSISTENT).await?;
+    let mut c = ctx.client_with_timeout(4000).await?;
+    c.create(&ctx.p("/e"), "", EPHEMERAL).await?;
+    for _ in 0..10 {
+        // The wait is the point of the test: idle time shorter than the timeout, repeatedly.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        c.barrier().await?;
+    }
+    ctx.note("-- after ~10 s of pings at 1 s intervals (timeout 4 s)");
+    w.exists(&ctx.p("/e"), false).await?;
+    c.exists(&ctx.p("/e"), false).await?;
+    c.close().await?;
+    w.close().await
+}

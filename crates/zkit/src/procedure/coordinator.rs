@@ -1,0 +1,397 @@
+//! The coordinator side (HBase's `Procedure` + `ZKProcedureCoordinator`): [`Coordinator::run`]
+//! drives one instance through both barriers and returns every member's result, or the abort
+//! naming the failing member; [`Coordinator::recover`] resolves instances left by a coordinator
+//! that died.
+//!
+//! The driver only observes znodes (setting watches), asks [`decide_coordinator`] and acts; it
+//! must not make decisions of its own.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zk;
+
+use super::decide::{decide_coordinator, AbortReason, CoordinatorStep, CoordinatorView, COORDINATOR};
+use super::layout::{self, check_name, InstanceHeader, Layout};
+use super::tree::{delete_tree, ensure_dirs, wait_any};
+use super::ProcedureError;
+use crate::Session;
+
+/// Results of a completed procedure: member name → the bytes its `inside_barrier` returned.
+pub type MemberResults = BTreeMap<String, Vec<u8>>;
+
+/// One instance resolved by [`Coordinator::recover`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovered {
+    /// The instance name.
+    pub instance: String,
+    /// Completed with these results (its barrier had been released, so it was finished), or
+    /// aborted.
+    pub outcome: Result<MemberResults, ProcedureError>,
+}
+
+/// Runs procedures as their coordinator. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    session: Session,
+    base: String,
+}
+
+impl Coordinator {
+    /// A coordinator for procedures under `base` (e.g. [`super::DEFAULT_BASE`]).
+    pub fn new(session: &Session, base: &str) -> Coordinator {
+        Coordinator {
+            session: session.clone(),
+            base: base.to_string(),
+        }
+    }
+
+    /// Runs instance `instance` of procedure `signature` with `args` on `expected_members` and
+    /// returns each member's result once all of them finished `inside_barrier`.
+    ///
+    /// The expected members must be registered ([`super::Member::start`]) when this is called:
+    /// a missing or dying member aborts the procedure at once. On every outcome the instance's
+    /// znodes are removed before this returns.
+    ///
+    /// # Errors
+    /// - [`ProcedureError::Aborted`] naming the failing member (or `coordinator` for the
+    ///   timeout); every member that took part runs `cleanup`.
+    /// - [`ProcedureError::DuplicateInstance`] when `instance` is running or has stale state.
+    /// - [`ProcedureError::BadName`], [`ProcedureError::Zk`].
+    ///
+    /// # Cancellation safety
+    /// Dropping the future aborts the procedure: a background task writes `abort/<instance>`
+    /// (reason "cancelled") and removes the instance's znodes, so members clean up.
+    pub async fn run(
+        &self,
+        signature: &str,
+        instance: &str,
+        args: &[u8],
+        expected_members: &[String],
+        timeout: Duration,
+    ) -> Result<MemberResults, ProcedureError> {
+        let layout = Layout::new(&self.base, signature)?;
+        check_name("instance", instance)?;
+        let expected: BTreeSet<String> = expected_members.iter().cloned().collect();
+        if expected.is_empty() {
+            return Err(ProcedureError::BadName("no expected members".into()));
+        }
+        for member in &expected {
+            check_name("member", member)?;
+        }
+        self.session.wait_connected().await?;
+        let client = self.session.client();
+        ensure_dirs(&client, &layout).await?;
+
+        // Claim the instance name: the ephemeral owner node makes a second run fail, and tells
+        // a later `recover` whether the owner is still alive.
+        let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+        match client.create(&layout.running(instance), &[], &ephemeral).await {
+            Ok(_) => {}
+            Err(zk::Error::NodeExists) => {
+                return Err(ProcedureError::DuplicateInstance(instance.to_string()))
+            }
+            Err(err) => return Err(err.into()),
+        }
+        for stale in [layout.acquired(instance), layout.reached(instance), layout.abort(instance)] {
+            if client.check_stat(&stale).await?.is_some() {
+                let _ = client.delete(&layout.running(instance), None).await;
+                return Err(ProcedureError::DuplicateInstance(instance.to_string()));
+            }
+        }
+
+        let mut guard = CancelGuard {
+            armed: true,
+            client: client.clone(),
+            layout: layout.clone(),
+            instance: instance.to_string(),
+        };
+        let header = InstanceHeader {
+            v: 1,
+            members: expected.clone(),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let start = Instant::now();
+        let created = client
+            .create(
+                &layout.acquired(instance),
+                &layout::encode_instance(&header, args),
+                &persistent,
+            )
+            .await;
+        let result = match created {
+            Ok(_) => drive(&client, &layout, instance, &expected, start + timeout).await,
+            Err(err) => {
+                finish_aborted(&client, &layout, instance, &AbortReason::new(COORDINATOR, err.to_string())).await;
+                Err(err.into())
+            }
+        };
+        guard.armed = false;
+        tracing::debug!(signature, instance, elapsed = ?start.elapsed(), ok = result.is_ok(), "procedure done");
+        result
+    }
+
+    /// Resolves the instances of `signature` whose coordinator is gone (no `running/<instance>`
+    /// node): an instance whose barrier was released is finished (members may already have run
+    /// `inside_barrier`, so aborting it would leave them half-committed), with the timeout it
+    /// was started with; any other is aborted with reason "coordinator restarted". Instances
+    /// owned by a live coordinator are left alone. Returns what it resolved.
+    ///
+    /// HBase's coordinator instead wipes every procedure znode when it starts.
+    ///
+    /// # Errors
+    /// [`ProcedureError::BadName`], [`ProcedureError::Zk`]; per-instance outcomes are in the
+    /// returned list.
+    pub async fn recover(&self, signature: &str) -> Result<Vec<Recovered>, ProcedureError> {
+        let layout = Layout::new(&self.base, signature)?;
+        self.session.wait_connected().await?;
+        let client = self.session.client();
+        ensure_dirs(&client, &layout).await?;
+        let mut instances = BTreeSet::new();
+        for dir in [layout.acquired_dir(), layout.reached_dir(), layout.abort_dir()] {
+            instances.extend(client.list_children(&dir).await?);
+        }
+        let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+        let mut resolved = Vec::new();
+        for instance in instances {
+            match client.create(&layout.running(&instance), &[], &ephemeral).await {
+                Ok(_) => {}
+                // A live coordinator (or another recovering one) owns it.
+                Err(zk::Error::NodeExists) => continue,
+                Err(err) => return Err(err.into()),
+            }
+            let outcome = recover_one(&client, &layout, &instance).await;
+            resolved.push(Recovered { instance, outcome });
+        }
+        Ok(resolved)
+    }
+}
+
+async fn recover_one(
+    client: &zk::Client,
+    layout: &Layout,
+    instance: &str,
+) -> Result<MemberResults, ProcedureError> {
+    let header = match client.get_data(&layout.acquired(instance)).await {
+        Ok((data, _)) => layout::decode_instance(&data).0,
+        Err(zk::Error::NoNode) => None,
+        Err(err) => return Err(err.into()),
+    };
+    let released = client.check_stat(&layout.reached(instance)).await?.is_some();
+    let aborted = match client.get_data(&layout.abort(instance)).await {
+        Ok((data, _)) => Some(layout::decode_abort(&data)),
+        Err(zk::Error::NoNode) => None,
+        Err(err) => return Err(err.into()),
+    };
+    match (header, aborted) {
+        (Some(header), None) if released => {
+            let deadline = Instant::now() + Duration::from_millis(header.timeout_ms);
+            drive(client, layout, instance, &header.members, deadline).await
+        }
+        (_, aborted) => {
+            let reason = aborted.unwrap_or_else(|| {
+                AbortReason::new(COORDINATOR, "coordinator restarted before releasing the barrier")
+            });
+            let reason = write_abort(client, layout, instance, &reason).await.unwrap_or(reason);
+            cleanup(client, layout, instance).await?;
+            Err(ProcedureError::Aborted {
+                instance: instance.to_string(),
+                reason,
+            })
+        }
+    }
+}
+
+/// Reads the instance's znodes into a view, setting watches on everything the decision
+/// depends on.
+async fn observe(
+    client: &zk::Client,
+    layout: &Layout,
+    instance: &str,
+    deadline: Instant,
+) -> Result<(CoordinatorView, Vec<zk::OneshotWatcher>), zk::Error> {
+    let acquired_path = layout.acquired(instance);
+    let reached_path = layout.reached(instance);
+    let abort_path = layout.abort(instance);
+    let members_dir = layout.members_dir();
+    // Issued together: the client pipelines them on one connection.
+    let (acquired, reached, abort, live) = tokio::join!(
+        client.list_and_watch_children(&acquired_path),
+        client.check_and_watch_stat(&reached_path),
+        client.check_and_watch_stat(&abort_path),
+        client.list_and_watch_children(&members_dir),
+    );
+    let mut view = CoordinatorView::default();
+    let mut watchers = Vec::new();
+    match acquired {
+        Ok((children, watcher)) => {
+            view.instance_exists = true;
+            view.acquired = children.into_iter().collect();
+            watchers.push(watcher);
+        }
+        Err(zk::Error::NoNode) => {}
+        Err(err) => return Err(err),
+    }
+    let (reached_stat, watcher) = reached?;
+    watchers.push(watcher);
+    if reached_stat.is_some() {
+        match client.list_and_watch_children(&reached_path).await {
+            Ok((children, watcher)) => {
+                view.reached_exists = true;
+                view.reached = children.into_iter().collect();
+                watchers.push(watcher);
+            }
+            Err(zk::Error::NoNode) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let (abort_stat, watcher) = abort?;
+    watchers.push(watcher);
+    if abort_stat.is_some() {
+        match client.get_data(&abort_path).await {
+            Ok((data, _)) => view.abort = Some(layout::decode_abort(&data)),
+            Err(zk::Error::NoNode) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let (live, watcher) = live?;
+    view.live = live.into_iter().collect();
+    watchers.push(watcher);
+    view.timed_out = Instant::now() >= deadline;
+    Ok((view, watchers))
+}
+
+/// Drives an instance whose `acquired/<instance>` exists to its end, then removes its znodes.
+async fn drive(
+    client: &zk::Client,
+    layout: &Layout,
+    instance: &str,
+    expected: &BTreeSet<String>,
+    deadline: Instant,
+) -> Result<MemberResults, ProcedureError> {
+    let never = CancellationToken::new();
+    let aborted = |reason: AbortReason| ProcedureError::Aborted {
+        instance: instance.to_string(),
+        reason,
+    };
+    loop {
+        let (view, watchers) = match observe(client, layout, instance, deadline).await {
+            Ok(observed) => observed,
+            Err(err) => {
+                let reason = AbortReason::new(COORDINATOR, format!("coordinator lost ZooKeeper: {err}"));
+                finish_aborted(client, layout, instance, &reason).await;
+                return Err(err.into());
+            }
+        };
+        match decide_coordinator(expected, &view) {
+            CoordinatorStep::Wait => {
+                wait_any(watchers, Some(deadline), &never).await;
+            }
+            CoordinatorStep::ReleaseBarrier => {
+                let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                match client.create(&layout.reached(instance), &[], &persistent).await {
+                    Ok(_) | Err(zk::Error::NodeExists) => {}
+                    Err(err) => {
+                        let reason = AbortReason::new(COORDINATOR, format!("releasing the barrier failed: {err}"));
+                        finish_aborted(client, layout, instance, &reason).await;
+                        return Err(err.into());
+                    }
+                }
+            }
+            CoordinatorStep::Complete => {
+                let paths: Vec<(String, String)> = expected
+                    .iter()
+                    .map(|m| (m.clone(), layout.reached_member(instance, m)))
+                    .collect();
+                let reads = join_all(paths.iter().map(|(_, path)| client.get_data(path))).await;
+                let mut results = MemberResults::new();
+                for ((member, _), read) in paths.into_iter().zip(reads) {
+                    let (data, _) = read?;
+                    results.insert(member, data);
+                }
+                // reached/<instance> exists, so nobody waiting on it hangs (HBASE-13885).
+                cleanup(client, layout, instance).await?;
+                return Ok(results);
+            }
+            CoordinatorStep::Abort(reason) => {
+                let reason = write_abort(client, layout, instance, &reason).await.unwrap_or(reason);
+                cleanup(client, layout, instance).await?;
+                return Err(aborted(reason));
+            }
+            CoordinatorStep::Aborted(reason) => {
+                cleanup(client, layout, instance).await?;
+                return Err(aborted(reason));
+            }
+        }
+    }
+}
+
+/// Writes `abort/<instance>`; when someone else aborted first, returns their reason (the first
+/// abort wins, as in HBase).
+async fn write_abort(
+    client: &zk::Client,
+    layout: &Layout,
+    instance: &str,
+    reason: &AbortReason,
+) -> Result<AbortReason, zk::Error> {
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let path = layout.abort(instance);
+    match client.create(&path, &layout::encode_abort(reason), &persistent).await {
+        Ok(_) => Ok(reason.clone()),
+        Err(zk::Error::NodeExists) => match client.get_data(&path).await {
+            Ok((data, _)) => Ok(layout::decode_abort(&data)),
+            Err(zk::Error::NoNode) => Ok(reason.clone()),
+            Err(err) => Err(err),
+        },
+        Err(err) => Err(err),
+    }
+}
+
+/// Removes an instance's znodes. The caller made sure `reached/<instance>` or `abort/<instance>`
+/// exists first, so members waiting on either wake up (HBASE-13885). `acquired/<instance>` goes
+/// first: a member's abort is conditional on it, so no abort node appears after ours is gone.
+async fn cleanup(client: &zk::Client, layout: &Layout, instance: &str) -> Result<(), zk::Error> {
+    delete_tree(client, &layout.acquired(instance)).await?;
+    delete_tree(client, &layout.reached(instance)).await?;
+    delete_tree(client, &layout.abort(instance)).await?;
+    delete_tree(client, &layout.running(instance)).await
+}
+
+/// Best effort abort + cleanup after an error; errors are logged, the caller reports the first.
+async fn finish_aborted(client: &zk::Client, layout: &Layout, instance: &str, reason: &AbortReason) {
+    if let Err(err) = write_abort(client, layout, instance, reason).await {
+        tracing::warn!(instance, error = %err, "could not write abort node");
+    }
+    if let Err(err) = cleanup(client, layout, instance).await {
+        tracing::warn!(instance, error = %err, "could not remove procedure znodes");
+    }
+}
+
+/// Aborts the instance in the background when [`Coordinator::run`] is dropped mid-way.
+struct CancelGuard {
+    armed: bool,
+    client: zk::Client,
+    layout: Layout,
+    instance: String,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (client, layout, instance) =
+            (self.client.clone(), self.layout.clone(), std::mem::take(&mut self.instance));
+        runtime.spawn(async move {
+            let reason = AbortReason::new(COORDINATOR, "the coordinator cancelled the procedure");
+            finish_aborted(&client, &layout, &instance, &reason).await;
+        });
+    }
+}

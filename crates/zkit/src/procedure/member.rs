@@ -1,0 +1,405 @@
+//! The member side (HBase's `ProcedureMember` + `ZKProcedureMemberRpcs` + `Subprocedure`):
+//! [`Member::start`] registers a live member node, watches `acquired/` for new instances and runs
+//! one [`Subprocedure`] per instance through both barriers, or its `cleanup` on abort.
+//!
+//! The driver only observes znodes, asks [`decide_member`] and acts; it must not make decisions
+//! of its own, and it never creates a parent node (so it cannot re-create what a coordinator's
+//! cleanup removed).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zk;
+
+use super::decide::{decide_member, AbortReason, MemberLocal, MemberStep, MemberView, COORDINATOR};
+use super::layout::{self, check_name, Layout};
+use super::tree::{ensure_dirs, wait_any, RECOVERABLE_PAUSE};
+use super::ProcedureError;
+use crate::Session;
+
+/// The work of one member in one procedure instance (HBase's `Subprocedure`).
+///
+/// `cleanup` runs when the procedure is aborted after `acquire_barrier` started (by this member's
+/// own failure, another member's, the coordinator's timeout or cancellation, or a dead member);
+/// it must undo whatever `acquire_barrier` prepared, and tolerate being called after a failed or
+/// partial `acquire_barrier`. It does not run after success.
+pub trait Subprocedure: Send {
+    /// Phase one: prepare with the coordinator's arguments. An `Err` aborts the procedure for
+    /// everyone, with this member named as the source and the string as the message.
+    fn acquire_barrier(&mut self, args: Vec<u8>) -> BoxFuture<'_, Result<(), String>>;
+    /// Phase two, once every expected member acquired: do the work; the bytes are this
+    /// member's result, handed to the coordinator. An `Err` aborts the procedure.
+    fn inside_barrier(&mut self) -> BoxFuture<'_, Result<Vec<u8>, String>>;
+    /// Undo after an abort; `reason` says who aborted and why.
+    fn cleanup(&mut self, reason: AbortReason) -> BoxFuture<'_, ()>;
+}
+
+/// Builds a [`Subprocedure`] for each instance a member takes part in.
+pub trait SubprocedureFactory: Send + Sync + 'static {
+    /// A fresh subprocedure for `instance` of `signature`, run by member `member`.
+    fn build(&self, signature: &str, instance: &str, member: &str) -> Box<dyn Subprocedure>;
+}
+
+/// Starts procedure members.
+#[derive(Debug, Clone, Copy)]
+pub struct Member;
+
+struct Ctx {
+    session: Session,
+    layout: Layout,
+    signature: String,
+    name: String,
+    factory: Arc<dyn SubprocedureFactory>,
+}
+
+/// A running member. [`MemberHandle::stop`] (or dropping it) stops it; stopping does not run
+/// `cleanup` for instances in progress (as a crash would not), but removes the member node, so
+/// coordinators abort those instances at once.
+#[derive(Debug)]
+pub struct MemberHandle {
+    cancel: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+    session: Session,
+    layout: Layout,
+    name: String,
+}
+
+impl MemberHandle {
+    /// The member's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Stops the member and removes its member node.
+    pub async fn stop(mut self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        let _ = self.session.client().delete(&self.layout.member(&self.name), None).await;
+    }
+}
+
+impl Drop for MemberHandle {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl Member {
+    /// Registers member `name` for procedure `signature` under `base` and starts serving
+    /// instances in the background. Returns once `members/<name>` exists, so a coordinator
+    /// started afterwards sees the member as alive.
+    ///
+    /// # Errors
+    /// [`ProcedureError::DuplicateMember`] when another live session registered `name`;
+    /// [`ProcedureError::BadName`]; [`ProcedureError::Zk`].
+    pub async fn start(
+        session: &Session,
+        base: &str,
+        signature: &str,
+        name: &str,
+        factory: Arc<dyn SubprocedureFactory>,
+    ) -> Result<MemberHandle, ProcedureError> {
+        let layout = Layout::new(base, signature)?;
+        check_name("member", name)?;
+        session.wait_connected().await?;
+        let (client, generation) = session.client_and_generation();
+        ensure_dirs(&client, &layout).await?;
+        if !register(&client, &layout, name).await? {
+            return Err(ProcedureError::DuplicateMember(name.to_string()));
+        }
+        let cancel = CancellationToken::new();
+        let ctx = Arc::new(Ctx {
+            session: session.clone(),
+            layout: layout.clone(),
+            signature: signature.to_string(),
+            name: name.to_string(),
+            factory,
+        });
+        let task = tokio::spawn(member_loop(ctx, generation, cancel.clone()));
+        Ok(MemberHandle {
+            cancel,
+            task: Some(task),
+            session: session.clone(),
+            layout,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Creates `members/<name>`; `Ok(false)` when another session owns it.
+async fn register(client: &zk::Client, layout: &Layout, name: &str) -> Result<bool, zk::Error> {
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    let path = layout.member(name);
+    match client.create(&path, &[], &ephemeral).await {
+        Ok(_) => Ok(true),
+        Err(zk::Error::NodeExists) => match client.check_stat(&path).await? {
+            // Our own create got through before a connection loss.
+            Some(stat) => Ok(stat.ephemeral_owner == client.session_id().0),
+            None => Box::pin(register(client, layout, name)).await,
+        },
+        Err(err) => Err(err),
+    }
+}
+
+/// Watches `acquired/` for new instances and spawns one task per instance; re-registers the
+/// member node after the session layer built a new session.
+async fn member_loop(ctx: Arc<Ctx>, mut registered_generation: u64, cancel: CancellationToken) {
+    let closed = ctx.session.closed_token();
+    let mut state = ctx.session.watch_state();
+    let mut known: HashSet<String> = HashSet::new();
+    let mut registered = true;
+    loop {
+        if cancel.is_cancelled() || closed.is_cancelled() {
+            return;
+        }
+        let (client, generation) = ctx.session.client_and_generation();
+        if generation != registered_generation || !registered {
+            match register(&client, &ctx.layout, &ctx.name).await {
+                Ok(ok) => {
+                    registered = ok;
+                    registered_generation = generation;
+                    if !ok {
+                        // The old session's node lingers until the server expires it: wait for
+                        // its deletion, then register again.
+                        if let Ok((Some(_), watcher)) =
+                            client.check_and_watch_stat(&ctx.layout.member(&ctx.name)).await
+                        {
+                            tokio::select! {
+                                _ = cancel.cancelled() => return,
+                                _ = closed.cancelled() => return,
+                                _ = watcher.changed() => {}
+                            }
+                        }
+                        continue;
+                    }
+                }
+                Err(err) => {
+                    tracing::debug!(member = %ctx.name, error = %err, "re-registering failed");
+                    pause(&ctx.session, &cancel).await;
+                    continue;
+                }
+            }
+        }
+        match client.list_and_watch_children(&ctx.layout.acquired_dir()).await {
+            Ok((children, watcher)) => {
+                known.retain(|instance| children.contains(instance));
+                for instance in children {
+                    if known.insert(instance.clone()) {
+                        tokio::spawn(run_instance(Arc::clone(&ctx), instance, cancel.child_token()));
+                    }
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = closed.cancelled() => return,
+                    _ = watcher.changed() => {}
+                    changed = state.changed() => if changed.is_err() { return },
+                }
+            }
+            Err(zk::Error::NoNode) => {
+                if ensure_dirs(&client, &ctx.layout).await.is_err() {
+                    pause(&ctx.session, &cancel).await;
+                }
+            }
+            Err(err) => {
+                tracing::debug!(member = %ctx.name, error = %err, "listing instances failed");
+                pause(&ctx.session, &cancel).await;
+            }
+        }
+    }
+}
+
+/// Waits for the session to be usable again after a failed operation.
+async fn pause(session: &Session, cancel: &CancellationToken) {
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        _ = async {
+            let _ = session.wait_connected().await;
+            // Backoff between attempts, so a connection that is not really back yet is not
+            // hammered; the session layer does the reconnecting.
+            tokio::time::sleep(RECOVERABLE_PAUSE).await;
+        } => {}
+    }
+}
+
+/// What a member reads of one instance, with watches on what it may wait for.
+async fn observe(
+    client: &zk::Client,
+    ctx: &Ctx,
+    instance: &str,
+    expected_me: bool,
+) -> Result<(MemberView, Vec<zk::OneshotWatcher>), zk::Error> {
+    let l = &ctx.layout;
+    let (acquired, my_acquired, reached, my_reached, abort) = tokio::join!(
+        client.check_and_watch_stat(&l.acquired(instance)),
+        client.check_stat(&l.acquired_member(instance, &ctx.name)),
+        client.check_and_watch_stat(&l.reached(instance)),
+        client.check_stat(&l.reached_member(instance, &ctx.name)),
+        client.check_and_watch_stat(&l.abort(instance)),
+    );
+    let (acquired, w1) = acquired?;
+    let (reached, w2) = reached?;
+    let (abort, w3) = abort?;
+    let abort = match abort {
+        Some(_) => match client.get_data(&l.abort(instance)).await {
+            Ok((data, _)) => Some(layout::decode_abort(&data)),
+            Err(zk::Error::NoNode) => None,
+            Err(err) => return Err(err),
+        },
+        None => None,
+    };
+    let view = MemberView {
+        instance_exists: acquired.is_some(),
+        expected_me,
+        my_acquired: my_acquired?.is_some(),
+        reached_exists: reached.is_some(),
+        my_reached: my_reached?.is_some(),
+        abort,
+    };
+    Ok((view, vec![w1, w2, w3]))
+}
+
+/// Aborts an instance as this member: `abort/<instance>` is created only while
+/// `acquired/<instance>` exists (one `multi`), so a late abort cannot leave a node behind a
+/// coordinator's cleanup. Already aborted or already removed are both fine.
+async fn member_abort(client: &zk::Client, layout: &Layout, instance: &str, reason: &AbortReason) {
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let mut multi = client.new_multi_writer();
+    let built = multi
+        .add_check_version(&layout.acquired(instance), -1)
+        .and_then(|()| multi.add_create(&layout.abort(instance), &layout::encode_abort(reason), &persistent));
+    if let Err(err) = built {
+        tracing::warn!(instance, error = %err, "building the abort request failed");
+        return;
+    }
+    match multi.commit().await {
+        Ok(_) => {}
+        Err(err) => {
+            let err = zk::Error::from(err);
+            if !matches!(err, zk::Error::NoNode | zk::Error::NodeExists) {
+                tracing::warn!(instance, error = %err, "writing the abort node failed");
+            }
+        }
+    }
+}
+
+/// Runs one instance through both barriers, or its cleanup.
+async fn run_instance(ctx: Arc<Ctx>, instance: String, cancel: CancellationToken) {
+    let closed = ctx.session.closed_token();
+    let client = ctx.session.client();
+    let l = &ctx.layout;
+    let (header, args) = match client.get_data(&l.acquired(&instance)).await {
+        Ok((data, _)) => layout::decode_instance(&data),
+        Err(zk::Error::NoNode) => return,
+        Err(err) => {
+            tracing::warn!(member = %ctx.name, instance, error = %err, "reading the instance failed");
+            return;
+        }
+    };
+    let expected_me = header.map_or(true, |h| h.members.contains(&ctx.name));
+    if !expected_me {
+        return;
+    }
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let mut local = MemberLocal::New;
+    let mut sub: Option<Box<dyn Subprocedure>> = None;
+    let mut args = Some(args);
+    loop {
+        let (view, watchers) = match observe(&client, &ctx, &instance, expected_me).await {
+            Ok(observed) => observed,
+            Err(err) => {
+                // Our session is gone (or the server): the coordinator sees our member node
+                // disappear and aborts; undo locally.
+                if let Some(mut s) = sub.take() {
+                    s.cleanup(AbortReason::new(&ctx.name, format!("member lost ZooKeeper: {err}")))
+                        .await;
+                }
+                return;
+            }
+        };
+        match decide_member(&ctx.name, local, &view) {
+            MemberStep::Ignore | MemberStep::Done => return,
+            MemberStep::RunAcquire => {
+                let s = sub.insert(ctx.factory.build(&ctx.signature, &instance, &ctx.name));
+                let result = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = closed.cancelled() => return,
+                    result = s.acquire_barrier(args.take().unwrap_or_default()) => result,
+                };
+                if let Err(message) = result {
+                    let reason = AbortReason::new(&ctx.name, message);
+                    member_abort(&client, l, &instance, &reason).await;
+                    s.cleanup(reason).await;
+                    return;
+                }
+                match client
+                    .create(&l.acquired_member(&instance, &ctx.name), &[], &persistent)
+                    .await
+                {
+                    Ok(_) | Err(zk::Error::NodeExists) => local = MemberLocal::Acquired,
+                    Err(zk::Error::NoNode) => {
+                        s.cleanup(AbortReason::new(COORDINATOR, "the instance was removed while acquiring"))
+                            .await;
+                        return;
+                    }
+                    Err(err) => {
+                        let reason = AbortReason::new(&ctx.name, format!("joining the barrier failed: {err}"));
+                        member_abort(&client, l, &instance, &reason).await;
+                        s.cleanup(reason).await;
+                        return;
+                    }
+                }
+            }
+            MemberStep::Wait => {
+                tokio::select! {
+                    _ = closed.cancelled() => return,
+                    wake = wait_any(watchers, None, &cancel) => {
+                        if wake == super::tree::Wake::Cancelled {
+                            return;
+                        }
+                    }
+                }
+            }
+            MemberStep::RunInside => {
+                let Some(s) = sub.as_mut() else { return };
+                let result = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = closed.cancelled() => return,
+                    result = s.inside_barrier() => result,
+                };
+                let reason = match result {
+                    Ok(data) => match client
+                        .create(&l.reached_member(&instance, &ctx.name), &data, &persistent)
+                        .await
+                    {
+                        Ok(_) | Err(zk::Error::NodeExists) => {
+                            local = MemberLocal::Finished;
+                            continue;
+                        }
+                        Err(zk::Error::NoNode) => {
+                            AbortReason::new(COORDINATOR, "the instance was removed inside the barrier")
+                        }
+                        Err(err) => AbortReason::new(&ctx.name, format!("reporting the result failed: {err}")),
+                    },
+                    Err(message) => AbortReason::new(&ctx.name, message),
+                };
+                member_abort(&client, l, &instance, &reason).await;
+                s.cleanup(reason).await;
+                return;
+            }
+            MemberStep::Cleanup(reason) => {
+                if let Some(mut s) = sub.take() {
+                    s.cleanup(reason).await;
+                }
+                return;
+            }
+            MemberStep::Abort(reason) => {
+                member_abort(&client, l, &instance, &reason).await;
+                return;
+            }
+        }
+    }
+}

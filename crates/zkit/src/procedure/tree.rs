@@ -1,0 +1,94 @@
+//! Small tree operations the coordinator and members share: creating the directories, deleting
+//! an instance subtree (retrying `NotEmpty`), and waiting on a set of one-shot watches.
+//!
+//! It must not decide anything: decisions are in [`super::decide`].
+
+use std::time::Duration;
+
+use futures::future::{select_all, BoxFuture, FutureExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zk;
+
+use super::layout::Layout;
+
+/// How often a subtree delete re-lists after `NotEmpty` before giving up. Each retry means a
+/// member created a child in between; members never create parents, so this converges fast.
+const DELETE_ATTEMPTS: usize = 64;
+
+/// Creates `acquired`, `reached`, `abort`, `members` and `running` (and their ancestors).
+pub async fn ensure_dirs(client: &zk::Client, layout: &Layout) -> Result<(), zk::Error> {
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    for dir in layout.dirs() {
+        match client.mkdir(&dir, &options).await {
+            Ok(()) | Err(zk::Error::NodeExists) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `path` and everything below it; a missing node is fine. `NotEmpty` (someone added a
+/// child meanwhile) re-lists and tries again.
+pub fn delete_tree<'a>(client: &'a zk::Client, path: &'a str) -> BoxFuture<'a, Result<(), zk::Error>> {
+    async move {
+        for _ in 0..DELETE_ATTEMPTS {
+            let children = match client.list_children(path).await {
+                Ok(children) => children,
+                Err(zk::Error::NoNode) => return Ok(()),
+                Err(err) => return Err(err),
+            };
+            for child in children {
+                delete_tree(client, &format!("{path}/{child}")).await?;
+            }
+            match client.delete(path, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => return Ok(()),
+                Err(zk::Error::NotEmpty) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Err(zk::Error::NotEmpty)
+    }
+    .boxed()
+}
+
+/// Why [`wait_any`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// A watch fired (or the session state changed under it).
+    Watch,
+    /// The deadline passed.
+    Deadline,
+    /// The token was cancelled.
+    Cancelled,
+}
+
+/// Waits until one of `watchers` fires, `deadline` passes or `cancel` is cancelled.
+pub async fn wait_any(
+    watchers: Vec<zk::OneshotWatcher>,
+    deadline: Option<Instant>,
+    cancel: &CancellationToken,
+) -> Wake {
+    let deadline_sleep = async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    if watchers.is_empty() {
+        return tokio::select! {
+            _ = cancel.cancelled() => Wake::Cancelled,
+            _ = deadline_sleep => Wake::Deadline,
+        };
+    }
+    let fired = select_all(watchers.into_iter().map(|w| w.changed().boxed()));
+    tokio::select! {
+        _ = cancel.cancelled() => Wake::Cancelled,
+        _ = deadline_sleep => Wake::Deadline,
+        _ = fired => Wake::Watch,
+    }
+}
+
+/// Sleep before re-reading after a recoverable error (connection loss): short, because the
+/// session layer reconnects by itself and the next read waits for it.
+pub const RECOVERABLE_PAUSE: Duration = Duration::from_millis(50);

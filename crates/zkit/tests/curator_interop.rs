@@ -1,0 +1,180 @@
+//! Interop with Apache Curator (Java): a Curator `InterProcessMutex` and a zkit `Mutex` on the
+//! same path never hold together. The Java side is compiled here with `javac` from Debian's
+//! `libcurator-recipes-java` jars; both sides append `enter`/`exit` marks to one shared file
+//! while holding the lock, and the file must show no interleaving.
+//!
+//! Runs against Apache ZooKeeper and the zkit server. Skips (with a SKIP line) when `javac` or
+//! the Curator jars are missing, except under `CI`, where that fails.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{servers, session};
+use zkit::lock::Mutex;
+use zkit_testkit::unique_path;
+
+const JAVA: &str = r#"
+import java.nio.file.*;
+import java.util.concurrent.TimeUnit;
+import org.apache.curator.framework.*;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+
+public class CuratorLocker {
+    public static void main(String[] args) throws Exception {
+        String connect = args[0], path = args[1], file = args[2];
+        int rounds = Integer.parseInt(args[3]);
+        CuratorFramework client = CuratorFrameworkFactory.newClient(connect, 10000, 5000,
+            new ExponentialBackoffRetry(100, 5));
+        client.start();
+        client.blockUntilConnected(30, TimeUnit.SECONDS);
+        InterProcessMutex mutex = new InterProcessMutex(client, path);
+        for (int i = 0; i < rounds; i++) {
+            if (!mutex.acquire(60, TimeUnit.SECONDS)) throw new IllegalStateException("timeout");
+            try {
+                append(file, "enter java\n");
+                Thread.sleep(1); // hold a little so that the other side really waits
+                append(file, "exit java\n");
+            } finally {
+                mutex.release();
+            }
+        }
+        client.close();
+        System.out.println("java done");
+    }
+
+    static void append(String file, String line) throws Exception {
+        Files.write(Paths.get(file), line.getBytes(),
+            StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+    }
+}
+"#;
+
+fn classpath() -> Option<String> {
+    let dir = Path::new("/usr/share/java");
+    let wanted = [
+        "curator-framework.jar",
+        "curator-client.jar",
+        "curator-recipes.jar",
+        "zookeeper.jar",
+        "zookeeper-jute.jar",
+        "guava.jar",
+        "slf4j-api.jar",
+        "slf4j-nop.jar",
+        "netty-handler.jar",
+        "netty-transport.jar",
+        "netty-common.jar",
+        "netty-buffer.jar",
+        "netty-codec.jar",
+        "netty-resolver.jar",
+        "netty-transport-native-epoll.jar",
+        "netty-transport-native-unix-common.jar",
+    ];
+    let mut parts = Vec::new();
+    for jar in wanted {
+        let p = dir.join(jar);
+        if p.is_file() {
+            parts.push(p.display().to_string());
+        } else if jar.starts_with("curator") || jar == "zookeeper.jar" {
+            return None;
+        }
+    }
+    Some(parts.join(":"))
+}
+
+fn skip_or_fail(why: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("curator interop cannot run under CI: {why}");
+    }
+    eprintln!("SKIP curator: {why}");
+}
+
+fn compile(dir: &Path, classpath: &str) -> bool {
+    std::fs::write(dir.join("CuratorLocker.java"), JAVA).expect("write java");
+    let status = std::process::Command::new("javac")
+        .arg("-cp")
+        .arg(classpath)
+        .arg("-d")
+        .arg(dir)
+        .arg(dir.join("CuratorLocker.java"))
+        .status();
+    matches!(status, Ok(s) if s.success())
+}
+
+/// Checks that marks come in `enter X` / `exit X` pairs; returns (java rounds, rust rounds).
+fn check_no_interleaving(text: &str) -> (usize, usize) {
+    let mut counts = (0, 0);
+    let mut lines = text.lines();
+    while let Some(enter) = lines.next() {
+        let who = enter
+            .strip_prefix("enter ")
+            .unwrap_or_else(|| panic!("expected an enter mark, got {enter:?}"));
+        let exit = lines.next().unwrap_or_else(|| panic!("{who} never exited"));
+        assert_eq!(exit, format!("exit {who}"), "overlap: {who} entered, then {exit:?}");
+        match who {
+            "java" => counts.0 += 1,
+            "rust" => counts.1 += 1,
+            other => panic!("unknown holder {other}"),
+        }
+    }
+    counts
+}
+
+fn append(file: &PathBuf, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .expect("open marks");
+    f.write_all(line.as_bytes()).expect("append");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_and_zkit_mutexes_exclude_each_other() {
+    const ROUNDS: usize = 60;
+    let Some(classpath) = classpath() else {
+        return skip_or_fail("Curator jars not found in /usr/share/java (libcurator-recipes-java)");
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    if !compile(dir.path(), &classpath) {
+        return skip_or_fail("javac failed or is missing");
+    }
+    for target in servers().await {
+        let path = unique_path("curator-interop");
+        let marks = dir.path().join(format!("marks-{}.txt", target.name));
+        let mut java = tokio::process::Command::new("java")
+            .arg("-cp")
+            .arg(format!("{}:{classpath}", dir.path().display()))
+            .arg("CuratorLocker")
+            .arg(&target.addr)
+            .arg(&path)
+            .arg(&marks)
+            .arg(ROUNDS.to_string())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start java");
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let mutex = Mutex::new(&s, &path);
+        for _ in 0..ROUNDS {
+            let guard = mutex.lock().await.expect("lock");
+            append(&marks, "enter rust\n");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            append(&marks, "exit rust\n");
+            guard.release().await.expect("release");
+        }
+        let out = tokio::time::timeout(Duration::from_secs(120), java.wait_with_output())
+            .await
+            .expect("java finishes")
+            .expect("java output");
+        assert!(out.status.success(), "{}: java failed: {out:?}", target.name);
+        let text = std::fs::read_to_string(&marks).expect("marks");
+        let (java_rounds, rust_rounds) = check_no_interleaving(&text);
+        assert_eq!((java_rounds, rust_rounds), (ROUNDS, ROUNDS), "{}", target.name);
+        eprintln!("{}: curator interop ok", target.name);
+    }
+}
