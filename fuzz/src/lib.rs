@@ -81,7 +81,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
     };
     let create = CreateRequest {
         path: "/a".into(),
-        data: b"x".to_vec(),
+        data: Some(b"x".to_vec()),
         acl: vec![Acl {
             perms: 31,
             id: Id {
@@ -101,7 +101,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
             }),
             MultiOp::SetData(SetDataRequest {
                 path: "/b".into(),
-                data: vec![],
+                data: None,
                 version: 0,
             }),
         ]),

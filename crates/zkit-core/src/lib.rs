@@ -310,6 +310,17 @@ impl Core {
         all.into_iter().collect()
     }
 
+    /// Live sessions with their expiry deadline (ms since epoch, on a tick boundary; `None`
+    /// until the first tick after recovery), for 4lw `dump`.
+    pub fn session_deadlines(&self) -> Vec<(i64, Option<i64>)> {
+        self.sessions.iter().map(|(id, s)| (*id, s.deadline)).collect()
+    }
+
+    /// The connections the core knows (opened by the shell and not yet disconnected).
+    pub fn connections(&self) -> Vec<ConnId> {
+        self.conns.keys().copied().collect()
+    }
+
     /// The session attached to `conn`, if any.
     pub fn session_of(&self, conn: ConnId) -> Option<i64> {
         self.conns.get(&conn).and_then(|c| c.session)
@@ -585,13 +596,15 @@ impl Core {
                 })
             }
             Request::SetData(r) => self.write(now, conn, xid, session, WriteKind::SetData, |o| {
-                o.set_data(&r.path, &r.data, r.version)
+                o.set_data(&r.path, r.data.as_deref(), r.version)
             }),
             Request::SetAcl(r) => self.write(now, conn, xid, session, WriteKind::SetAcl, |o| {
                 o.set_acl(&r.path, &r.acl, r.version)
             }),
-            // Outside a multi, Apache 3.8 logs a CheckVersionTxn and answers with a
-            // SetDataResponse whose stat it never fills; we send the node's stat.
+            // Outside a multi, Apache 3.8 logs a CheckVersionTxn and then sends no reply at
+            // all when the check passes (FinalRequestProcessor has no `case check`, so the
+            // client waits forever). We answer err 0 with no body, like check inside a multi
+            // (the conformance suite records the difference).
             Request::Check(r) => self.write(now, conn, xid, session, WriteKind::Check, |o| {
                 o.check(&r.path, r.version)
             }),
@@ -687,6 +700,13 @@ impl Core {
             {
                 // 3.8's WatcherType.fromInt knows only 1..3 and throws; FinalRequestProcessor
                 // turns that into MarshallingError.
+                self.reply_err(conn, xid, ErrorCode::MarshallingError);
+            }
+            // A non-empty path without any '/' ("bad"): 3.8's WatchManager.containsWatcher walks
+            // it with PathParentIterator, whose first next() computes the parent with
+            // `path.substring(0, path.lastIndexOf('/'))` and throws; FinalRequestProcessor
+            // answers the exception with MarshallingError. ("" and "a/b" get NoWatcher.)
+            Request::CheckWatches(r) if !r.path.is_empty() && !r.path.contains('/') => {
                 self.reply_err(conn, xid, ErrorCode::MarshallingError);
             }
             Request::CheckWatches(r) => {
@@ -875,7 +895,7 @@ impl Core {
         conn: ConnId,
         path: &str,
         watch: bool,
-    ) -> Result<(Vec<u8>, Stat), ErrorCode> {
+    ) -> Result<(Option<Vec<u8>>, Stat), ErrorCode> {
         let auth = self.auth_info(conn);
         let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
         acl::check(&n.acl, zkit_proto::op::perms::READ, &auth)?;
@@ -1027,10 +1047,8 @@ impl Core {
                 let body = match kind {
                     WriteKind::Create => Response::Create { path: o.path },
                     WriteKind::Create2 => Response::Create2 { path: o.path, stat },
-                    WriteKind::Delete => Response::Empty,
-                    WriteKind::SetData | WriteKind::SetAcl | WriteKind::Check => {
-                        Response::Stat(stat)
-                    }
+                    WriteKind::Delete | WriteKind::Check => Response::Empty,
+                    WriteKind::SetData | WriteKind::SetAcl => Response::Stat(stat),
                 };
                 self.reply(conn, xid, 0, body);
             }
@@ -1046,7 +1064,7 @@ impl Core {
         session: i64,
         op: CreateOp,
         path: String,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         acl_list: Vec<zkit_proto::Acl>,
         flags: i32,
     ) {
@@ -1056,7 +1074,7 @@ impl Core {
             WriteKind::Create2
         };
         self.write(now, conn, xid, session, kind, |o| {
-            o.create(op, &path, &data, &acl_list, flags)
+            o.create(op, &path, data.as_deref(), &acl_list, flags)
         });
     }
 
@@ -1071,14 +1089,14 @@ impl Core {
                 let r = match op {
                     MultiOp::Create(r) | MultiOp::Create2(r) | MultiOp::CreateContainer(r) => {
                         let kind = multi_create_kind(r.flags, -1);
-                        overlay.create(kind, &r.path, &r.data, &r.acl, r.flags)
+                        overlay.create(kind, &r.path, r.data.as_deref(), &r.acl, r.flags)
                     }
                     MultiOp::CreateTtl(r) => {
                         let kind = multi_create_kind(r.flags, r.ttl);
-                        overlay.create(kind, &r.path, &r.data, &r.acl, r.flags)
+                        overlay.create(kind, &r.path, r.data.as_deref(), &r.acl, r.flags)
                     }
                     MultiOp::Delete(r) => overlay.delete(&r.path, r.version),
-                    MultiOp::SetData(r) => overlay.set_data(&r.path, &r.data, r.version),
+                    MultiOp::SetData(r) => overlay.set_data(&r.path, r.data.as_deref(), r.version),
                     MultiOp::Check(r) => overlay.check(&r.path, r.version),
                 };
                 match r {
@@ -1146,12 +1164,21 @@ impl Core {
         self.reply(conn, xid, 0, Response::Multi(results));
     }
 
-    /// A request whose op code is unknown or whose body did not decode: answered with the
+    /// A request whose op code `op` is unknown or whose body did not decode: answered with the
     /// given error code. For Unimplemented this is Apache's `UnimplementedRequestProcessor`:
-    /// a reply with zxid -1, then the connection is closed.
-    pub fn reject(&mut self, now: i64, conn: ConnId, xid: i32, err: ErrorCode) {
-        if self.live_session(now, conn, true).is_none() {
+    /// a reply with zxid -1, then the connection is closed. A write ([`OpCode::is_write`])
+    /// is logged as an error txn first and so consumes a zxid, as in Apache, whose
+    /// `PrepRequestProcessor` gives the request its txn header before reading the body.
+    ///
+    /// [`OpCode::is_write`]: zkit_proto::OpCode::is_write
+    pub fn reject(&mut self, now: i64, conn: ConnId, xid: i32, op: i32, err: ErrorCode) {
+        let Some(session) = self.live_session(now, conn, true) else {
             return;
+        };
+        if err != ErrorCode::Unimplemented
+            && zkit_proto::OpCode::from_i32(op).is_some_and(zkit_proto::OpCode::is_write)
+        {
+            return self.write(now, conn, xid, session, WriteKind::Delete, |_| Err(err));
         }
         if err == ErrorCode::Unimplemented {
             let header = ReplyHeader {

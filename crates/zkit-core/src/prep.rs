@@ -120,7 +120,7 @@ impl<'a> Overlay<'a> {
         &mut self,
         op: CreateOp,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         acl_list: &[Acl],
         flags: i32,
     ) -> Result<TxnOp, ErrorCode> {
@@ -193,7 +193,7 @@ impl<'a> Overlay<'a> {
         );
         Ok(TxnOp::Create {
             path,
-            data: data.to_vec(),
+            data: data.map(<[u8]>::to_vec),
             acl: acl_list,
             ephemeral_owner: owner,
             parent_cversion: new_cversion,
@@ -245,7 +245,12 @@ impl<'a> Overlay<'a> {
     }
 
     /// setData: BadArguments, NoNode, NoAuth, BadVersion.
-    pub fn set_data(&mut self, path: &str, data: &[u8], version: i32) -> Result<TxnOp, ErrorCode> {
+    pub fn set_data(
+        &mut self,
+        path: &str,
+        data: Option<&[u8]>,
+        version: i32,
+    ) -> Result<TxnOp, ErrorCode> {
         bad_path(path)?;
         let mut node = self.record(path)?;
         self.check_acl(&node, perms::WRITE)?;
@@ -254,7 +259,7 @@ impl<'a> Overlay<'a> {
         self.changes.insert(path.to_owned(), Some(node));
         Ok(TxnOp::SetData {
             path: path.to_owned(),
-            data: data.to_vec(),
+            data: data.map(<[u8]>::to_vec),
             version: new_version,
         })
     }

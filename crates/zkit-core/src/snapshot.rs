@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use bytes::BytesMut;
-use zkit_proto::codec::{put_buffer, put_i32, put_i64, put_ustring, put_vec};
+use zkit_proto::codec::{put_buffer, put_i32, put_i64, put_opt_buffer, put_ustring, put_vec};
 use zkit_proto::{DecodeError, Reader};
 
 use crate::path;
@@ -35,6 +35,18 @@ pub enum RestoreError {
     Inconsistent(String),
 }
 
+/// Node data in [`Core::dump`]: the quoted text, or `null` for null data.
+struct DumpData<'a>(Option<&'a [u8]>);
+
+impl std::fmt::Debug for DumpData<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(d) => write!(f, "{:?}", String::from_utf8_lossy(d)),
+            None => f.write_str("null"),
+        }
+    }
+}
+
 impl Core {
     /// A binary image of the tree, the sessions and the last zxid.
     pub fn snapshot(&self) -> Vec<u8> {
@@ -45,7 +57,7 @@ impl Core {
         put_i32(&mut buf, i32::try_from(self.tree.len()).unwrap_or(i32::MAX));
         for (p, n) in self.tree.nodes() {
             put_ustring(&mut buf, p);
-            put_buffer(&mut buf, &n.data);
+            put_opt_buffer(&mut buf, n.data.as_deref());
             put_vec(&mut buf, &n.acl);
             for v in [n.czxid, n.mzxid, n.ctime, n.mtime] {
                 put_i64(&mut buf, v);
@@ -84,7 +96,7 @@ impl Core {
         let mut paths = Vec::new();
         for _ in 0..count.max(0) {
             let p = r.read_ustring()?;
-            let data = r.read_buffer()?;
+            let data = r.read_opt_buffer()?;
             let acl = r.read_vec()?;
             let node = Node {
                 data,
@@ -166,7 +178,7 @@ impl Core {
                 n.aversion,
                 n.ephemeral_owner,
                 n.children.len(),
-                String::from_utf8_lossy(&n.data),
+                DumpData(n.data.as_deref()),
                 acl.join(",")
             );
         }

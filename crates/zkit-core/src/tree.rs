@@ -70,8 +70,9 @@ pub fn open_acl() -> Vec<Acl> {
 /// One znode. `cversion` is the *stored* one: the number of child creates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
-    /// Data.
-    pub data: Vec<u8>,
+    /// Data; `None` when created or set with a null buffer (Apache keeps the null and
+    /// getData returns it; dataLength is 0).
+    pub data: Option<Vec<u8>>,
     /// ACL as stored (after fix-up).
     pub acl: Vec<Acl>,
     /// Creating zxid.
@@ -97,7 +98,7 @@ pub struct Node {
 }
 
 impl Node {
-    fn new(data: Vec<u8>, acl: Vec<Acl>, owner: i64, zxid: i64, time: i64) -> Node {
+    fn new(data: Option<Vec<u8>>, acl: Vec<Acl>, owner: i64, zxid: i64, time: i64) -> Node {
         Node {
             data,
             acl,
@@ -112,6 +113,11 @@ impl Node {
             pzxid: zxid,
             children: BTreeSet::new(),
         }
+    }
+
+    /// Data length; 0 for null data (`DataNode.copyStat`: `data == null ? 0 : data.length`).
+    pub fn data_len(&self) -> usize {
+        self.data.as_ref().map_or(0, Vec::len)
     }
 
     /// The client-visible stat (`DataNode.copyStat`): cversion = 2 × stored − numChildren,
@@ -130,7 +136,7 @@ impl Node {
                 EphemeralType::Normal(s) => s,
                 _ => 0,
             },
-            data_length: i32::try_from(self.data.len()).unwrap_or(i32::MAX),
+            data_length: i32::try_from(self.data_len()).unwrap_or(i32::MAX),
             num_children,
             pzxid: self.pzxid,
         }
@@ -155,7 +161,7 @@ impl DataTree {
         let mut nodes = BTreeMap::new();
         let blank = |children: &[&str]| Node {
             children: children.iter().map(|c| (*c).to_owned()).collect(),
-            ..Node::new(Vec::new(), open_acl(), 0, 0, 0)
+            ..Node::new(Some(Vec::new()), open_acl(), 0, 0, 0)
         };
         nodes.insert("/".to_owned(), blank(&["zookeeper"]));
         nodes.insert(PROC_PATH.to_owned(), blank(&["quota", "config"]));
@@ -245,7 +251,7 @@ impl DataTree {
     pub fn approximate_data_size(&self) -> u64 {
         self.nodes
             .iter()
-            .map(|(k, n)| (k.len() + n.data.len()) as u64)
+            .map(|(k, n)| (k.len() + n.data_len()) as u64)
             .sum()
     }
 
@@ -284,7 +290,7 @@ impl DataTree {
     pub fn create(
         &mut self,
         path: &str,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         acl: Vec<Acl>,
         owner: i64,
         parent_cversion: i32,
@@ -336,7 +342,7 @@ impl DataTree {
     pub fn set_data(
         &mut self,
         path: &str,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         version: i32,
         zxid: i64,
         time: i64,
@@ -431,9 +437,9 @@ mod tests {
     #[test]
     fn cversion_and_pzxid() {
         let mut t = DataTree::new(false);
-        t.create("/a", vec![], open_acl(), 0, 1, 1, 10).ok();
-        t.create("/a/x", vec![], open_acl(), 0, 1, 2, 11).ok();
-        t.create("/a/y", vec![], open_acl(), 0, 2, 3, 12).ok();
+        t.create("/a", None, open_acl(), 0, 1, 1, 10).ok();
+        t.create("/a/x", Some(vec![]), open_acl(), 0, 1, 2, 11).ok();
+        t.create("/a/y", Some(vec![]), open_acl(), 0, 2, 3, 12).ok();
         assert_eq!(t.delete("/a", 4), Err(ErrorCode::NotEmpty));
         t.delete("/a/x", 4).ok();
         let a = t.stat("/a").unwrap_or_default();

@@ -8,7 +8,7 @@
 //! op code) and its fields.
 
 use bytes::BytesMut;
-use zkit_proto::codec::{put_buffer, put_i32, put_i64, put_ustring, put_vec};
+use zkit_proto::codec::{put_buffer, put_i32, put_i64, put_opt_buffer, put_ustring, put_vec};
 use zkit_proto::{Acl, DecodeError, Reader};
 
 /// A state change, as logged in the WAL and replayed through [`crate::Core::apply`].
@@ -41,8 +41,8 @@ pub enum TxnOp {
     Create {
         /// Final path (sequential suffix included).
         path: String,
-        /// Data.
-        data: Vec<u8>,
+        /// Data; `None` is null (kept, as Apache's CreateTxn keeps it).
+        data: Option<Vec<u8>>,
         /// ACL after fix-up.
         acl: Vec<Acl>,
         /// Raw ephemeralOwner: 0, a session id, the container marker or a TTL encoding.
@@ -64,8 +64,8 @@ pub enum TxnOp {
     SetData {
         /// Path.
         path: String,
-        /// New data.
-        data: Vec<u8>,
+        /// New data; `None` is null.
+        data: Option<Vec<u8>>,
         /// New version.
         version: i32,
     },
@@ -128,7 +128,7 @@ impl TxnOp {
             } => {
                 put_i32(buf, tag::CREATE);
                 put_ustring(buf, path);
-                put_buffer(buf, data);
+                put_opt_buffer(buf, data.as_deref());
                 put_vec(buf, acl);
                 put_i64(buf, *ephemeral_owner);
                 put_i32(buf, *parent_cversion);
@@ -148,7 +148,7 @@ impl TxnOp {
             } => {
                 put_i32(buf, tag::SET_DATA);
                 put_ustring(buf, path);
-                put_buffer(buf, data);
+                put_opt_buffer(buf, data.as_deref());
                 put_i32(buf, *version);
             }
             TxnOp::SetAcl { path, acl, version } => {
@@ -186,7 +186,7 @@ impl TxnOp {
             tag::CLOSE_SESSION => TxnOp::CloseSession,
             tag::CREATE => TxnOp::Create {
                 path: r.read_ustring()?,
-                data: r.read_buffer()?,
+                data: r.read_opt_buffer()?,
                 acl: r.read_vec()?,
                 ephemeral_owner: r.read_i64()?,
                 parent_cversion: r.read_i32()?,
@@ -199,7 +199,7 @@ impl TxnOp {
             },
             tag::SET_DATA => TxnOp::SetData {
                 path: r.read_ustring()?,
-                data: r.read_buffer()?,
+                data: r.read_opt_buffer()?,
                 version: r.read_i32()?,
             },
             tag::SET_ACL => TxnOp::SetAcl {
@@ -273,7 +273,7 @@ mod tests {
         }];
         let create = TxnOp::Create {
             path: "/a/b0000000001".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             acl: acl.clone(),
             ephemeral_owner: i64::MIN,
             parent_cversion: 2,
@@ -289,7 +289,7 @@ mod tests {
             TxnOp::DeleteContainer { path: "/c".into() },
             TxnOp::SetData {
                 path: "/a".into(),
-                data: vec![],
+                data: None,
                 version: 3,
             },
             TxnOp::SetAcl {

@@ -37,7 +37,7 @@ fn create_req() -> impl Strategy<Value = CreateRequest> {
     )
         .prop_map(|(path, flags, acl)| CreateRequest {
             path,
-            data: b"d".to_vec(),
+            data: Some(b"d".to_vec()),
             acl: if acl { open_acl() } else { vec![] },
             flags,
         })
@@ -51,7 +51,7 @@ fn multi_op() -> impl Strategy<Value = MultiOp> {
             .prop_map(|(path, version)| MultiOp::Delete(DeleteRequest { path, version })),
         (path(), -1..2i32).prop_map(|(path, version)| MultiOp::SetData(SetDataRequest {
             path,
-            data: b"m".to_vec(),
+            data: Some(b"m".to_vec()),
             version
         })),
         (path(), -1..2i32)
@@ -70,7 +70,7 @@ fn request() -> impl Strategy<Value = Request> {
         2 => (path(), -1..2i32).prop_map(|(path, version)| Request::Delete(DeleteRequest { path, version })),
         1 => path().prop_map(|path| Request::DeleteContainer { path }),
         2 => (path(), -1..2i32).prop_map(|(path, version)| Request::SetData(SetDataRequest {
-            path, data: b"s".to_vec(), version
+            path, data: Some(b"s".to_vec()), version
         })),
         1 => (path(), -1..2i32, any::<bool>()).prop_map(|(path, version, ok)| Request::SetAcl(SetAclRequest {
             path, acl: if ok { open_acl() } else { vec![] }, version
@@ -192,7 +192,7 @@ fn replay_over_a_snapshot_is_idempotent() {
         1,
         Request::SetData(SetDataRequest {
             path: "/a".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             version: -1,
         }),
     );

@@ -28,7 +28,7 @@ fn del(path: &str, version: i32) -> Request {
 fn set(path: &str, data: &[u8], version: i32) -> Request {
     Request::SetData(SetDataRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         version,
     })
 }
@@ -145,7 +145,7 @@ fn create_error_precedence() {
     let mk = |path: &str, acl: Vec<Acl>, flags: i32| {
         Request::Create(CreateRequest {
             path: path.into(),
-            data: vec![],
+            data: Some(vec![]),
             acl,
             flags,
         })
@@ -205,7 +205,7 @@ fn ttl_and_container_creates() {
     let ttl = |path: &str, flags: i32, ttl: i64| {
         Request::CreateTtl(CreateTtlRequest {
             path: path.into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: open_acl(),
             flags,
             ttl,
@@ -378,7 +378,8 @@ fn reads_and_misc_ops() {
     assert_eq!((r.header.xid, r.header.zxid), (-2, zxid));
     // Reads do not consume zxids.
     assert_eq!(h.core.last_zxid(), zxid);
-    // check outside multi: a write (consumes a zxid), answers the stat.
+    // check outside multi: a write (consumes a zxid), answered with no body (Apache 3.8
+    // sends no reply at all; zkit answers like a check inside a multi).
     let r = h.ok(
         C,
         Request::Check(CheckVersionRequest {
@@ -386,7 +387,7 @@ fn reads_and_misc_ops() {
             version: 0,
         }),
     );
-    assert_eq!(r.header.zxid, zxid + 1);
+    assert_eq!((r.header.zxid, r.body), (zxid + 1, Response::Empty));
     fails(
         &mut h,
         Request::Check(CheckVersionRequest {
@@ -453,7 +454,7 @@ fn auth_and_who_am_i() {
         C,
         Request::Create(CreateRequest {
             path: "/s".into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: auth_acl,
             flags: 0,
         }),
@@ -486,10 +487,115 @@ fn auth_and_who_am_i() {
 }
 
 #[test]
+fn undecodable_writes_consume_a_zxid_and_reads_do_not() {
+    let mut h = H::new();
+    h.session(C);
+    let before = h.tree_dump();
+    let zxid = h.core.last_zxid();
+    // A multi holding getData (op 14) and a truncated create (op 1): error txns.
+    for (xid, op) in [(7, 14), (8, 1)] {
+        h.core
+            .reject(h.now, C, xid, op, ErrorCode::MarshallingError);
+        let msgs = h.ready();
+        assert!(
+            matches!(&msgs[..], [(C, Outbound::Reply { header, body: Response::Empty })]
+                if header.err == -5 && header.xid == xid && header.zxid == h.core.last_zxid()),
+            "{msgs:?}"
+        );
+        assert!(matches!(
+            h.txns.last().map(|t| &t.op),
+            Some(TxnOp::Error { err: -5 })
+        ));
+    }
+    assert_eq!(h.core.last_zxid(), zxid + 2);
+    // A read (exists, op 3) with a null path: no txn, the previous zxid.
+    let txns = h.txns.len();
+    h.core.reject(h.now, C, 9, 3, ErrorCode::MarshallingError);
+    let msgs = h.ready();
+    assert!(
+        matches!(&msgs[..], [(C, Outbound::Reply { header, .. })]
+            if header.err == -5 && header.zxid == zxid + 2),
+        "{msgs:?}"
+    );
+    assert_eq!(h.txns.len(), txns);
+    assert_eq!(h.tree_dump(), before);
+}
+
+#[test]
+fn null_data_stays_null() {
+    let mut h = H::new();
+    h.session(C);
+    let mut null = create("/n", b"", 0);
+    null.data = None;
+    h.ok(C, Request::Create(null));
+    let get = |h: &mut H| match h.ok(C, Request::GetData(pw("/n", false))).body {
+        Response::GetData { data, stat } => (data, stat.data_length),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(get(&mut h), (None, 0));
+    h.ok(C, set("/n", b"ab", -1));
+    assert_eq!(get(&mut h), (Some(b"ab".to_vec()), 2));
+    h.ok(
+        C,
+        Request::SetData(SetDataRequest {
+            path: "/n".into(),
+            data: None,
+            version: -1,
+        }),
+    );
+    assert_eq!(get(&mut h), (None, 0));
+    // Empty is not null.
+    h.ok(C, set("/n", b"", -1));
+    assert_eq!(get(&mut h), (Some(vec![]), 0));
+    // A snapshot and the txn log keep the null.
+    h.ok(
+        C,
+        Request::Create(CreateRequest {
+            data: None,
+            ..create("/m", b"", 0)
+        }),
+    );
+    let restored = zkit_core::Core::restore(Config::default(), h.now, &h.core.snapshot())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(restored.dump(), h.core.dump());
+    assert!(restored.dump().contains("data=null"), "{}", restored.dump());
+    let mut replayed = zkit_core::Core::new(Config::default(), h.now);
+    for txn in &h.txns {
+        let mut bytes = bytes::BytesMut::new();
+        txn.encode(&mut bytes);
+        let txn = zkit_core::Txn::decode(&bytes).unwrap_or_else(|e| panic!("{e}"));
+        replayed.apply(&txn);
+    }
+    assert_eq!(replayed.dump(), h.core.dump());
+}
+
+#[test]
+fn check_watches_on_a_path_without_slash_is_a_marshalling_error() {
+    let mut h = H::new();
+    h.session(C);
+    let check = |path: &str, watcher_type| {
+        Request::CheckWatches(WatchesRequest {
+            path: path.into(),
+            watcher_type,
+        })
+    };
+    // Apache 3.8: PathParentIterator throws on "bad"; "" and "a/b" are just not watched.
+    for t in [
+        watcher_type::CHILDREN,
+        watcher_type::DATA,
+        watcher_type::ANY,
+    ] {
+        assert_eq!(err(&mut h, C, check("bad", t)), -5);
+    }
+    assert_eq!(err(&mut h, C, check("", watcher_type::DATA)), -121);
+    assert_eq!(err(&mut h, C, check("a/b", watcher_type::DATA)), -121);
+}
+
+#[test]
 fn unknown_op_is_rejected_and_closed() {
     let mut h = H::new();
     h.session(C);
-    h.core.reject(h.now, C, 7, ErrorCode::Unimplemented);
+    h.core.reject(h.now, C, 7, 10, ErrorCode::Unimplemented);
     let msgs = h.ready();
     assert!(
         matches!(&msgs[0].1, Outbound::Reply { header, .. } if header.err == -6 && header.xid == 7)
@@ -915,7 +1021,7 @@ fn multi_success_and_failure() {
         MultiOp::Create2(create("/m/s", b"", cm::PERSISTENT_SEQUENTIAL)),
         MultiOp::SetData(SetDataRequest {
             path: "/m/s0000000000".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             version: 0,
         }),
         MultiOp::Check(CheckVersionRequest {
@@ -987,7 +1093,7 @@ fn multi_success_and_failure() {
         }),
         MultiOp::SetData(SetDataRequest {
             path: "/m/new".into(),
-            data: vec![],
+            data: Some(vec![]),
             version: -1,
         }),
         MultiOp::Check(CheckVersionRequest {
@@ -1080,7 +1186,7 @@ fn containers_and_ttl_nodes_are_reaped() {
         C,
         Request::CreateTtl(CreateTtlRequest {
             path: "/ttl".into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: open_acl(),
             flags: cm::PERSISTENT_WITH_TTL,
             ttl: 1500,

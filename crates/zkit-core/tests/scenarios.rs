@@ -94,13 +94,14 @@ impl Runner {
             Response::Create { path } => format!(" path={path}"),
             Response::Create2 { path, stat } => format!(" path={path} {}", self.stat(stat)),
             Response::Stat(s) => format!(" {}", self.stat(s)),
-            Response::GetData { data, stat } => {
-                format!(
+            Response::GetData { data, stat } => match data {
+                Some(data) => format!(
                     " data={:?} {}",
                     String::from_utf8_lossy(data),
                     self.stat(stat)
-                )
-            }
+                ),
+                None => format!(" data=null {}", self.stat(stat)),
+            },
             Response::GetChildren { children } => format!(" children={children:?}"),
             Response::GetChildren2 { children, stat } => {
                 format!(" children={children:?} {}", self.stat(stat))
@@ -224,7 +225,11 @@ fn flag(words: &[&str], i: usize, default: i32) -> i32 {
 fn request(w: &[&str]) -> Request {
     let path = w.get(1).copied().unwrap_or("").to_owned();
     let watch = w.last() == Some(&"w");
-    let data = |i: usize| w.get(i).copied().unwrap_or("").as_bytes().to_vec();
+    // The word `null` is a null buffer (length -1); a missing word is empty data.
+    let data = |i: usize| match w.get(i).copied() {
+        Some("null") => None,
+        word => Some(word.unwrap_or("").as_bytes().to_vec()),
+    };
     let pw = PathWatchRequest {
         path: path.clone(),
         watch,
@@ -239,12 +244,12 @@ fn request(w: &[&str]) -> Request {
         "create" => Request::Create(cr(flag(w, 3, 0))),
         "create2" => Request::Create2(cr(flag(w, 3, 0))),
         "container" => Request::CreateContainer(CreateRequest {
-            data: vec![],
+            data: Some(vec![]),
             ..cr(4)
         }),
         "ttl" => Request::CreateTtl(CreateTtlRequest {
             path: path.clone(),
-            data: vec![],
+            data: Some(vec![]),
             acl: open_acl(),
             flags: flag(w, 3, 5),
             ttl: i64::from(flag(w, 2, 0)),

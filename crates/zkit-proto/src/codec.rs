@@ -7,7 +7,11 @@
 //!
 //! Null handling follows jute's `BinaryInputArchive`: a buffer or string of length -1 and a
 //! vector of count -1 are "null". The `Option`-returning reads expose that; the plain reads
-//! turn null into empty, which is what the records of this crate store.
+//! turn null into empty. Records keep a null where ZooKeeper keeps one (znode data) and reject
+//! it where ZooKeeper would dereference it ([`Reader::read_path`]).
+//!
+//! Strings decode like Java's `new String(bytes, UTF_8)` in `BinaryInputArchive.readString`:
+//! invalid UTF-8 is replaced by U+FFFD, never an error.
 
 use bytes::{BufMut, BytesMut};
 
@@ -28,9 +32,14 @@ pub enum DecodeError {
     /// A length or count is below -1 or larger than the bytes that remain.
     #[error("invalid length or count {0}")]
     InvalidLength(i64),
-    /// A `ustring` is not UTF-8.
+    /// A `ustring` is not UTF-8. Not produced by [`Reader`], whose string reads decode
+    /// lossily as Java does; kept for callers that need strict text.
     #[error("string is not valid UTF-8")]
     InvalidUtf8,
+    /// A request path is null (length -1). Apache ZooKeeper dereferences it and answers the
+    /// resulting `NullPointerException` with MarshallingError; see [`Reader::read_path`].
+    #[error("null path")]
+    NullPath,
     /// The request header names an op code that is not a client request.
     #[error("unknown op code {0}")]
     UnknownOp(i32),
@@ -152,20 +161,29 @@ impl<'a> Reader<'a> {
         Ok(self.read_opt_buffer()?.unwrap_or_default())
     }
 
-    /// jute `ustring`; `None` when null (length -1). Checked UTF-8.
+    /// jute `ustring`; `None` when null (length -1). Invalid UTF-8 becomes U+FFFD, as Java's
+    /// `new String(bytes, UTF_8)` does: Apache ZooKeeper answers a path holding byte 0xff with
+    /// NoNode (the node `/\u{FFFD}` does not exist), not with an error.
     pub fn read_opt_ustring(&mut self) -> Result<Option<String>, DecodeError> {
-        match self.read_opt_buffer_ref()? {
-            None => Ok(None),
-            Some(b) => std::str::from_utf8(b)
-                .map(|s| Some(s.to_owned()))
-                .map_err(|_| DecodeError::InvalidUtf8),
-        }
+        Ok(self
+            .read_opt_buffer_ref()?
+            .map(|b| String::from_utf8_lossy(b).into_owned()))
     }
 
     /// jute `ustring`; null reads as the empty string (path validation then rejects it, as
     /// Apache's `PathUtils.validatePath(null)` does).
     pub fn read_ustring(&mut self) -> Result<String, DecodeError> {
         Ok(self.read_opt_ustring()?.unwrap_or_default())
+    }
+
+    /// A `ustring` holding a request path that ZooKeeper uses before validating it: null is
+    /// [`DecodeError::NullPath`]. Apache 3.8 answers a null path in create, delete, exists,
+    /// getData, getChildren(2), getACL, getAllChildrenNumber, checkWatches and removeWatches
+    /// with MarshallingError (a `NullPointerException` caught by the request processor).
+    /// setData, setACL and check validate first (BadArguments), so they use
+    /// [`Reader::read_ustring`], whose empty string the path validation rejects the same way.
+    pub fn read_path(&mut self) -> Result<String, DecodeError> {
+        self.read_opt_ustring()?.ok_or(DecodeError::NullPath)
     }
 
     /// jute `vector<T>`; `None` when null (count -1). `min_item_len` is the smallest encoding of
@@ -390,9 +408,22 @@ mod tests {
     }
 
     #[test]
-    fn invalid_utf8_is_an_error() {
+    fn invalid_utf8_decodes_lossily_like_java() {
         let mut r = Reader::new(&[0, 0, 0, 2, 0xc3, 0x28]);
-        assert_eq!(r.read_ustring(), Err(DecodeError::InvalidUtf8));
+        assert_eq!(r.read_ustring(), Ok("\u{FFFD}(".to_owned()));
+        let mut r = Reader::new(&[0, 0, 0, 2, b'/', 0xff]);
+        assert_eq!(r.read_opt_ustring(), Ok(Some("/\u{FFFD}".to_owned())));
+    }
+
+    #[test]
+    fn null_path_is_an_error_only_through_read_path() {
+        let bytes = [0xff; 4];
+        assert_eq!(Reader::new(&bytes).read_path(), Err(DecodeError::NullPath));
+        assert_eq!(Reader::new(&bytes).read_ustring(), Ok(String::new()));
+        assert_eq!(
+            Reader::new(&[0, 0, 0, 1, b'/']).read_path(),
+            Ok("/".to_owned())
+        );
     }
 
     #[test]

@@ -161,6 +161,27 @@ impl OpCode {
     pub fn code(self) -> i32 {
         self as i32
     }
+
+    /// Whether a request with this op is a write: Apache's `PrepRequestProcessor` turns it into
+    /// a txn with its own zxid, so even a failed one (an error txn) consumes a zxid. That holds
+    /// for a body that does not decode too: the txn header is set before the body is read.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            OpCode::Create
+                | OpCode::Create2
+                | OpCode::CreateContainer
+                | OpCode::CreateTtl
+                | OpCode::Delete
+                | OpCode::DeleteContainer
+                | OpCode::SetData
+                | OpCode::SetAcl
+                | OpCode::Check
+                | OpCode::Multi
+                | OpCode::Reconfig
+                | OpCode::CloseSession
+        )
+    }
 }
 
 impl ErrorCode {
@@ -412,6 +433,16 @@ mod tests {
         assert_eq!(OpCode::from_i32(108), None);
         assert_eq!(OpCode::Multi.code(), 14);
         assert_eq!(OpCode::CloseSession.code(), -11);
+    }
+
+    #[test]
+    fn writes_are_the_ops_prep_request_processor_logs() {
+        let writes: Vec<i32> = OpCode::ALL
+            .iter()
+            .filter(|op| op.is_write())
+            .map(|op| op.code())
+            .collect();
+        assert_eq!(writes, [1, 2, 5, 7, 13, 14, 15, 16, 19, 20, 21, -11]);
     }
 
     #[test]

@@ -6,8 +6,8 @@
 use bytes::BytesMut;
 
 use crate::codec::{
-    put_bool, put_buffer, put_i32, put_i64, put_opt_ustring, put_string_vec, put_ustring, put_vec,
-    DecodeError, Reader, Record,
+    put_bool, put_buffer, put_i32, put_i64, put_opt_buffer, put_opt_ustring, put_string_vec,
+    put_ustring, put_vec, DecodeError, Reader, Record,
 };
 
 /// An identity: `scheme:id` (e.g. `world:anyone`, `digest:user:hash`, `ip:10.0.0.0/8`).
@@ -104,7 +104,9 @@ pub struct WatcherEvent {
 #[allow(missing_docs)]
 pub struct CreateRequest {
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None` is a null buffer (length -1): ZooKeeper stores it as null and getData returns
+    /// null again (zkCli prints "null"); dataLength is 0 either way.
+    pub data: Option<Vec<u8>>,
     pub acl: Vec<Acl>,
     pub flags: i32,
 }
@@ -114,7 +116,8 @@ pub struct CreateRequest {
 #[allow(missing_docs)]
 pub struct CreateTtlRequest {
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None` is a null buffer, as in [`CreateRequest::data`].
+    pub data: Option<Vec<u8>>,
     pub acl: Vec<Acl>,
     pub flags: i32,
     pub ttl: i64,
@@ -141,7 +144,8 @@ pub struct PathWatchRequest {
 #[allow(missing_docs)]
 pub struct SetDataRequest {
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None` is a null buffer, as in [`CreateRequest::data`].
+    pub data: Option<Vec<u8>>,
     pub version: i32,
 }
 
@@ -298,8 +302,8 @@ pub enum MultiReadResult {
     },
     /// type 4: GetDataResponse{data, stat}
     GetData {
-        /// Data.
-        data: Vec<u8>,
+        /// Data; `None` for a node whose data is null.
+        data: Option<Vec<u8>>,
         /// Stat.
         stat: Stat,
     },
@@ -505,14 +509,14 @@ impl Record for WatcherEvent {
 impl Record for CreateRequest {
     fn encode(&self, buf: &mut BytesMut) {
         put_ustring(buf, &self.path);
-        put_buffer(buf, &self.data);
+        put_opt_buffer(buf, self.data.as_deref());
         put_vec(buf, &self.acl);
         put_i32(buf, self.flags);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(CreateRequest {
-            path: r.read_ustring()?,
-            data: r.read_buffer()?,
+            path: r.read_path()?,
+            data: r.read_opt_buffer()?,
             acl: r.read_vec()?,
             flags: r.read_i32()?,
         })
@@ -522,15 +526,15 @@ impl Record for CreateRequest {
 impl Record for CreateTtlRequest {
     fn encode(&self, buf: &mut BytesMut) {
         put_ustring(buf, &self.path);
-        put_buffer(buf, &self.data);
+        put_opt_buffer(buf, self.data.as_deref());
         put_vec(buf, &self.acl);
         put_i32(buf, self.flags);
         put_i64(buf, self.ttl);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(CreateTtlRequest {
-            path: r.read_ustring()?,
-            data: r.read_buffer()?,
+            path: r.read_path()?,
+            data: r.read_opt_buffer()?,
             acl: r.read_vec()?,
             flags: r.read_i32()?,
             ttl: r.read_i64()?,
@@ -545,7 +549,7 @@ impl Record for DeleteRequest {
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(DeleteRequest {
-            path: r.read_ustring()?,
+            path: r.read_path()?,
             version: r.read_i32()?,
         })
     }
@@ -558,7 +562,7 @@ impl Record for PathWatchRequest {
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(PathWatchRequest {
-            path: r.read_ustring()?,
+            path: r.read_path()?,
             watch: r.read_bool()?,
         })
     }
@@ -567,13 +571,13 @@ impl Record for PathWatchRequest {
 impl Record for SetDataRequest {
     fn encode(&self, buf: &mut BytesMut) {
         put_ustring(buf, &self.path);
-        put_buffer(buf, &self.data);
+        put_opt_buffer(buf, self.data.as_deref());
         put_i32(buf, self.version);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(SetDataRequest {
             path: r.read_ustring()?,
-            data: r.read_buffer()?,
+            data: r.read_opt_buffer()?,
             version: r.read_i32()?,
         })
     }
@@ -614,7 +618,7 @@ impl Record for WatchesRequest {
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(WatchesRequest {
-            path: r.read_ustring()?,
+            path: r.read_path()?,
             watcher_type: r.read_i32()?,
         })
     }
@@ -879,7 +883,7 @@ mod tests {
     fn create_family_round_trip() {
         let c = CreateRequest {
             path: "/n".into(),
-            data: b"v".to_vec(),
+            data: Some(b"v".to_vec()),
             acl: vec![world_anyone()],
             flags: crate::op::create_mode::EPHEMERAL_SEQUENTIAL,
         };
@@ -887,7 +891,7 @@ mod tests {
         assert_truncations_fail(&c);
         let t = CreateTtlRequest {
             path: "/t".into(),
-            data: vec![],
+            data: None,
             acl: vec![],
             flags: crate::op::create_mode::PERSISTENT_WITH_TTL,
             ttl: 1_099_511_627_775,
@@ -913,7 +917,7 @@ mod tests {
         });
         check(SetDataRequest {
             path: "/s".into(),
-            data: vec![0, 255],
+            data: Some(vec![0, 255]),
             version: 3,
         });
         check(SetAclRequest {
@@ -986,6 +990,39 @@ mod tests {
         };
         assert_round_trip(&c);
         assert_truncations_fail(&c);
+    }
+
+    #[test]
+    fn null_data_stays_null_and_empty_stays_empty() {
+        let null = SetDataRequest {
+            path: "/s".into(),
+            data: None,
+            version: -1,
+        };
+        let bytes = assert_round_trip(&null);
+        assert_eq!(&bytes[6..10], &[0xff; 4], "null buffer is length -1");
+        let empty = SetDataRequest {
+            data: Some(vec![]),
+            ..null
+        };
+        let bytes = assert_round_trip(&empty);
+        assert_eq!(&bytes[6..10], &[0; 4]);
+    }
+
+    #[test]
+    fn null_paths_are_rejected_where_zookeeper_dereferences_them() {
+        // exists/getData/getChildren body: path null, watch false.
+        let bytes = [0xff, 0xff, 0xff, 0xff, 0];
+        assert_eq!(
+            PathWatchRequest::decode_from(&bytes),
+            Err(DecodeError::NullPath)
+        );
+        // setData validates the path first (BadArguments): null reads as "".
+        let bytes = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1];
+        assert_eq!(
+            SetDataRequest::decode_from(&bytes).map(|r| r.path),
+            Ok(String::new())
+        );
     }
 
     #[test]

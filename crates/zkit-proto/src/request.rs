@@ -125,7 +125,7 @@ impl Request {
             OpCode::GetData => Request::GetData(Record::decode(r)?),
             OpCode::SetData => Request::SetData(Record::decode(r)?),
             OpCode::GetAcl => Request::GetAcl {
-                path: r.read_ustring()?,
+                path: r.read_path()?,
             },
             OpCode::SetAcl => Request::SetAcl(Record::decode(r)?),
             OpCode::GetChildren => Request::GetChildren(Record::decode(r)?),
@@ -148,7 +148,7 @@ impl Request {
                 prefix_path: r.read_ustring()?,
             },
             OpCode::GetAllChildrenNumber => Request::GetAllChildrenNumber {
-                path: r.read_ustring()?,
+                path: r.read_path()?,
             },
             OpCode::AddWatch => Request::AddWatch(Record::decode(r)?),
             OpCode::WhoAmI => Request::WhoAmI,
@@ -323,7 +323,7 @@ mod tests {
     fn create(path: &str) -> CreateRequest {
         CreateRequest {
             path: path.into(),
-            data: b"d".to_vec(),
+            data: Some(b"d".to_vec()),
             acl: vec![Acl {
                 perms: 31,
                 id: Id {
@@ -350,7 +350,7 @@ mod tests {
             Request::CreateContainer(create("/c")),
             Request::CreateTtl(CreateTtlRequest {
                 path: "/t".into(),
-                data: vec![],
+                data: None,
                 acl: vec![],
                 flags: create_mode::PERSISTENT_WITH_TTL,
                 ttl: 1000,
@@ -364,7 +364,7 @@ mod tests {
             Request::GetData(pw("/g")),
             Request::SetData(SetDataRequest {
                 path: "/s".into(),
-                data: vec![1],
+                data: Some(vec![1]),
                 version: 2,
             }),
             Request::GetAcl {
@@ -389,7 +389,7 @@ mod tests {
                 MultiOp::CreateContainer(create("/m3")),
                 MultiOp::CreateTtl(CreateTtlRequest {
                     path: "/m4".into(),
-                    data: vec![],
+                    data: Some(vec![]),
                     acl: vec![],
                     flags: create_mode::PERSISTENT_SEQUENTIAL_WITH_TTL,
                     ttl: 5,
@@ -400,7 +400,7 @@ mod tests {
                 }),
                 MultiOp::SetData(SetDataRequest {
                     path: "/m2".into(),
-                    data: vec![],
+                    data: None,
                     version: -1,
                 }),
                 MultiOp::Check(CheckVersionRequest {

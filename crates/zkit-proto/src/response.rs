@@ -9,7 +9,7 @@
 use bytes::BytesMut;
 
 use crate::codec::{
-    put_buffer, put_i32, put_string_vec, put_ustring, put_vec, DecodeError, Reader, Record,
+    put_i32, put_opt_buffer, put_string_vec, put_ustring, put_vec, DecodeError, Reader, Record,
 };
 use crate::op::OpCode;
 use crate::records::*;
@@ -26,8 +26,9 @@ pub enum Response {
     Create2 { path: String, stat: Stat },
     /// ExistsResponse / SetDataResponse / SetACLResponse: {stat}.
     Stat(Stat),
-    /// GetDataResponse{data, stat}.
-    GetData { data: Vec<u8>, stat: Stat },
+    /// GetDataResponse{data, stat}; `data` is `None` for a node created or set with null data
+    /// (sent as buffer length -1, as Apache does).
+    GetData { data: Option<Vec<u8>>, stat: Stat },
     /// GetACLResponse{acl, stat}.
     GetAcl { acl: Vec<Acl>, stat: Stat },
     /// GetChildrenResponse{children} (op 8).
@@ -62,7 +63,7 @@ impl Response {
             }
             Response::Stat(stat) => stat.encode(buf),
             Response::GetData { data, stat } => {
-                put_buffer(buf, data);
+                put_opt_buffer(buf, data.as_deref());
                 stat.encode(buf);
             }
             Response::GetAcl { acl, stat } => {
@@ -122,7 +123,7 @@ impl Response {
             OpCode::Exists | OpCode::SetData | OpCode::SetAcl => Response::Stat(Stat::decode(r)?),
             // reconfig answers with the new config as a GetDataResponse.
             OpCode::GetData | OpCode::Reconfig => Response::GetData {
-                data: r.read_buffer()?,
+                data: r.read_opt_buffer()?,
                 stat: Stat::decode(r)?,
             },
             OpCode::GetAcl => Response::GetAcl {
@@ -264,7 +265,7 @@ impl MultiReadResult {
             }
             MultiReadResult::GetData { data, stat } => {
                 result_header(OpCode::GetData.code(), 0).encode(buf);
-                put_buffer(buf, data);
+                put_opt_buffer(buf, data.as_deref());
                 stat.encode(buf);
             }
             MultiReadResult::Error { err } => {
@@ -280,7 +281,7 @@ impl MultiReadResult {
                 children: r.read_string_vec()?,
             },
             Some(OpCode::GetData) => MultiReadResult::GetData {
-                data: r.read_buffer()?,
+                data: r.read_opt_buffer()?,
                 stat: Stat::decode(r)?,
             },
             Some(OpCode::Error) => MultiReadResult::Error { err: r.read_i32()? },
@@ -324,7 +325,7 @@ mod tests {
             (
                 OpCode::GetData,
                 Response::GetData {
-                    data: b"v".to_vec(),
+                    data: Some(b"v".to_vec()),
                     stat: stat(5),
                 },
             ),
@@ -375,7 +376,7 @@ mod tests {
                         children: vec!["c".into()],
                     },
                     MultiReadResult::GetData {
-                        data: vec![],
+                        data: None,
                         stat: stat(9),
                     },
                     MultiReadResult::Error { err: -101 },

@@ -2,7 +2,7 @@
 //! strict prefix of a valid encoding is an error, and arbitrary bytes never make a decoder panic.
 //!
 //! The strategies below generate every variant of [`Request`], [`Response`] and the multi
-//! sub-ops/results, with unicode strings, empty and non-empty buffers and vectors.
+//! sub-ops/results, with unicode strings, null, empty and non-empty buffers and vectors.
 
 use bytes::BytesMut;
 use proptest::collection::vec;
@@ -21,6 +21,11 @@ fn opt_string() -> impl Strategy<Value = Option<String>> {
 
 fn bytes() -> impl Strategy<Value = Vec<u8>> {
     vec(any::<u8>(), 0..24)
+}
+
+/// znode data: null (buffer length -1) or a buffer, possibly empty.
+fn opt_bytes() -> impl Strategy<Value = Option<Vec<u8>>> {
+    proptest::option::of(bytes())
 }
 
 fn strings() -> impl Strategy<Value = Vec<String>> {
@@ -129,16 +134,18 @@ fn watcher_event() -> impl Strategy<Value = WatcherEvent> {
 }
 
 fn create() -> impl Strategy<Value = CreateRequest> {
-    (string(), bytes(), acls(), any::<i32>()).prop_map(|(path, data, acl, flags)| CreateRequest {
-        path,
-        data,
-        acl,
-        flags,
+    (string(), opt_bytes(), acls(), any::<i32>()).prop_map(|(path, data, acl, flags)| {
+        CreateRequest {
+            path,
+            data,
+            acl,
+            flags,
+        }
     })
 }
 
 fn create_ttl() -> impl Strategy<Value = CreateTtlRequest> {
-    (string(), bytes(), acls(), any::<i32>(), any::<i64>()).prop_map(
+    (string(), opt_bytes(), acls(), any::<i32>(), any::<i64>()).prop_map(
         |(path, data, acl, flags, ttl)| CreateTtlRequest {
             path,
             data,
@@ -158,7 +165,7 @@ fn path_watch() -> impl Strategy<Value = PathWatchRequest> {
 }
 
 fn set_data() -> impl Strategy<Value = SetDataRequest> {
-    (string(), bytes(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
+    (string(), opt_bytes(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
         path,
         data,
         version,
@@ -320,7 +327,7 @@ fn multi_result() -> impl Strategy<Value = MultiResult> {
 fn multi_read_result() -> impl Strategy<Value = MultiReadResult> {
     prop_oneof![
         strings().prop_map(|children| MultiReadResult::GetChildren { children }),
-        (bytes(), stat()).prop_map(|(data, stat)| MultiReadResult::GetData { data, stat }),
+        (opt_bytes(), stat()).prop_map(|(data, stat)| MultiReadResult::GetData { data, stat }),
         any::<i32>().prop_map(|err| MultiReadResult::Error { err }),
     ]
 }
@@ -357,7 +364,7 @@ fn response() -> impl Strategy<Value = (OpCode, Response)> {
             stat()
         )
             .prop_map(|(op, stat)| (op, Response::Stat(stat))),
-        (bytes(), stat())
+        (opt_bytes(), stat())
             .prop_map(|(data, stat)| (OpCode::GetData, Response::GetData { data, stat })),
         (acls(), stat()).prop_map(|(acl, stat)| (OpCode::GetAcl, Response::GetAcl { acl, stat })),
         strings().prop_map(|children| (OpCode::GetChildren, Response::GetChildren { children })),

@@ -5,8 +5,12 @@
 //! `4lw.commands.whitelist`). Nothing here does I/O.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::storage::wal::FsyncMode;
+use crate::storage::durable::DurableOptions;
+use crate::storage::wal::WalOptions;
 use zkit_proto::frame::{DEFAULT_MAX_FRAME, FOUR_LETTER_WORDS};
 
 /// How a server is set up. Build one with [`ServerConfig::default`] (ZooKeeper's defaults on
@@ -42,6 +46,17 @@ pub struct ServerConfig {
     pub limits: crate::limits::Limits,
     /// Where the HTTP admin endpoint (`/metrics`, `/commands/<name>`) listens; `None` = off.
     pub admin_listen: Option<SocketAddr>,
+    /// `dataDir`: where the WAL and snapshots live (locked while the server runs). `None` (the
+    /// default, and what [`ServerConfig::ephemeral`] gives tests) keeps state in memory only.
+    pub data_dir: Option<PathBuf>,
+    /// `forceSync`: fdatasync the WAL before acknowledging writes (default
+    /// [`FsyncMode::Always`]); [`FsyncMode::Never`] survives a process crash but not power loss.
+    pub fsync: FsyncMode,
+    /// `snapCount`: txns between background snapshots (default 100,000).
+    pub snap_count: u64,
+    /// Start even if the WAL is corrupt before its tail, cutting it there (`--truncate-corrupt`);
+    /// by default the server refuses to start and names the file and offset.
+    pub truncate_corrupt: bool,
 }
 
 impl Default for ServerConfig {
@@ -59,6 +74,10 @@ impl Default for ServerConfig {
             super_digest: None,
             limits: crate::limits::Limits::default(),
             admin_listen: None,
+            data_dir: None,
+            fsync: FsyncMode::Always,
+            snap_count: crate::storage::snapshotter::DEFAULT_SNAP_COUNT,
+            truncate_corrupt: false,
         }
     }
 }
@@ -96,6 +115,19 @@ impl ServerConfig {
             container_check_interval_ms: millis(self.container_check_interval),
             server_id: 0,
             super_digest: self.super_digest.clone(),
+        }
+    }
+
+    /// The storage settings for [`crate::storage::WalStorage`].
+    pub(crate) fn durable_options(&self) -> DurableOptions {
+        DurableOptions {
+            wal: WalOptions {
+                fsync: self.fsync,
+                truncate_corrupt: self.truncate_corrupt,
+                ..WalOptions::default()
+            },
+            snap_count: self.snap_count,
+            ..DurableOptions::default()
         }
     }
 

@@ -31,7 +31,7 @@ use zkit_proto::{
 
 use crate::four_letter;
 use crate::limits::ConnectionCounts;
-use crate::metrics::{ConnMetrics, Metrics};
+use crate::metrics::{op_name, ConnMetrics, Metrics};
 use crate::pipeline::ToCore;
 use crate::ServerConfig;
 
@@ -57,6 +57,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, sha
         let Some(_slot) = shared.conn_counts.admit(peer.ip(), max) else {
             // Apache's NIOServerCnxnFactory closes such a socket before reading anything.
             warn!("Too many connections from {} - max is {max}", peer.ip());
+            shared.metrics.refused_connections.fetch_add(1, Relaxed);
             return;
         };
         // Latency matters more than packet count for this protocol (pings, small replies).
@@ -96,7 +97,26 @@ async fn run(
     }
     if let Some(word) = buf.first_chunk::<4>().and_then(|b| is_four_letter_word(*b)) {
         shared.metrics.packets_received.fetch_add(1, Relaxed);
-        let text = four_letter::answer(word, shared).await;
+        metrics.received.fetch_add(1, Relaxed);
+        // `stmk` carries its argument: the new trace mask as an 8-byte long.
+        let mut arg = None;
+        if word == "stmk" {
+            while buf.len() < 12 {
+                tokio::select! {
+                    () = shared.shutdown.cancelled() => return,
+                    () = tokio::time::sleep_until(handshake_deadline) => return,
+                    read = stream.read_buf(&mut buf) => match read {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                }
+            }
+            arg = buf
+                .get(4..12)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(i64::from_be_bytes);
+        }
+        let text = four_letter::answer(word, arg, shared).await;
         let _ = stream.write_all(text.as_bytes()).await;
         let _ = stream.shutdown().await;
         return;
@@ -192,6 +212,11 @@ async fn read_loop(
             metrics.received.fetch_add(1, Relaxed);
             let is_request = matches!(message, ToCore::Request { .. } | ToCore::Reject { .. });
             if is_request {
+                let op = match &message {
+                    ToCore::Request { request, .. } => op_name(request.op_code()),
+                    _ => "error",
+                };
+                metrics.request_read(op, Instant::now());
                 tokio::select! {
                     () = closing.cancelled() => return Ok(()),
                     permit = in_flight.acquire() => match permit {
@@ -253,6 +278,7 @@ fn decode_request(conn: ConnId, payload: &[u8]) -> Result<ToCore, String> {
             Ok(ToCore::Reject {
                 conn,
                 xid: header.xid,
+                op: header.op,
                 err,
                 received,
             })
@@ -273,13 +299,13 @@ async fn write_loop(
     'outer: while let Some(first) = rx.recv().await {
         let mut count = u64::from(!matches!(first, Outbound::Close));
         let mut replies = usize::from(matches!(first, Outbound::Reply { .. }));
-        let mut close = encode(first, &mut out, &metrics);
+        let mut close = encode(first, &mut out, &server, &metrics);
         while !close && out.len() < WRITE_CHUNK {
             match rx.try_recv() {
                 Ok(next) => {
                     count += u64::from(!matches!(next, Outbound::Close));
                     replies += usize::from(matches!(next, Outbound::Reply { .. }));
-                    close = encode(next, &mut out, &metrics);
+                    close = encode(next, &mut out, &server, &metrics);
                 }
                 Err(_) => break,
             }
@@ -302,7 +328,7 @@ async fn write_loop(
 }
 
 /// Appends one message's frame; returns whether the connection closes after it.
-fn encode(message: Outbound, out: &mut BytesMut, metrics: &ConnMetrics) -> bool {
+fn encode(message: Outbound, out: &mut BytesMut, server: &Metrics, metrics: &ConnMetrics) -> bool {
     match message {
         Outbound::Connect {
             response,
@@ -319,6 +345,8 @@ fn encode(message: Outbound, out: &mut BytesMut, metrics: &ConnMetrics) -> bool 
             close_after
         }
         Outbound::Reply { header, body } => {
+            // Counted once written; see write_loop. Here: per-op latency and `cons` fields.
+            metrics.reply_written(server, header.xid, header.zxid);
             encode_frame(out, |b| {
                 header.encode(b);
                 if header.err == 0 {

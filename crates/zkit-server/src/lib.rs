@@ -30,7 +30,8 @@
 //! - [`limits`]: connections per client IP, requests in flight per connection.
 //! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`).
 //! - [`zoo_cfg`]: reads `zoo.cfg` (and its TOML form) into a [`ServerConfig`].
-//! - [`storage`]: where txns become durable before replies leave (in memory for now).
+//! - [`storage`]: where txns become durable before replies leave: in memory, or with a data
+//!   dir a write-ahead log with group commit, background snapshots and crash recovery.
 //!
 //! The server never panics on client input: a malformed frame or handshake closes that one
 //! connection; a request whose body does not decode gets ZooKeeper's error code. Other sessions
@@ -49,7 +50,7 @@ pub mod storage;
 
 pub mod zoo_cfg;
 
-pub use config::{FourLetterWhitelist, ServerConfig};
+pub use config::{FourLetterWhitelist, FsyncMode, ServerConfig};
 pub use limits::Limits;
 pub use server::Server;
 

@@ -1,6 +1,7 @@
 //! Counters shared by the connections, the pipeline and the four-letter words: packets in and
-//! out, request latency, live connections. Plain atomics and one small mutex-guarded registry;
-//! nothing here blocks for long or touches the data tree.
+//! out, request latency (overall and per op, as histograms), fsync latency, live connections.
+//! Plain atomics and small mutex-guarded registries; nothing here blocks for long or touches
+//! the data tree. [`Metrics::prometheus`] renders them in Prometheus' text format.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,6 +21,81 @@ pub(crate) struct Metrics {
     pub outstanding: AtomicI64,
     latency: Mutex<Latency>,
     connections: Mutex<BTreeMap<ConnId, Arc<ConnMetrics>>>,
+    /// Requests and their latency (read → reply written) per op name.
+    per_op: Mutex<BTreeMap<&'static str, Histogram>>,
+    /// Storage flush (fsync) latency; fed by the storage layer through [`Metrics::record_fsync`].
+    fsync: Mutex<Histogram>,
+    /// Connections refused by `maxClientCnxns`.
+    pub refused_connections: AtomicU64,
+    /// `gtmk`/`stmk`: ZooKeeper's trace mask (kept and reported; tracing filters are set by
+    /// the log level instead).
+    pub trace_mask: AtomicI64,
+}
+
+/// Upper bounds (seconds) of the latency histogram buckets; `+Inf` is implied.
+pub(crate) const BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// A fixed-bucket latency histogram (Prometheus semantics: cumulative at render time).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Histogram {
+    /// Observations per bucket (not cumulative); the last slot is `+Inf`.
+    counts: [u64; BUCKETS.len() + 1],
+    sum_seconds: f64,
+    count: u64,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let slot = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[slot] += 1;
+        self.sum_seconds += secs;
+        self.count += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Appends `name_bucket`, `name_sum`, `name_count` lines with `labels` (`k="v"` pairs).
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        use std::fmt::Write as _;
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cumulative += c;
+            let le = BUCKETS
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum_seconds);
+        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
+    }
+}
+
+/// Gauges read from the core at scrape time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CoreGauges {
+    pub sessions: u64,
+    pub watches: u64,
+    pub znodes: u64,
+    pub ephemerals: u64,
+    pub data_size: u64,
+    pub last_zxid: i64,
 }
 
 /// Per-connection counters (the `stat` word's client list).
@@ -29,12 +105,31 @@ pub(crate) struct ConnMetrics {
     pub session: AtomicI64,
     pub received: AtomicU64,
     pub sent: AtomicU64,
+    /// When the connection was accepted (`cons`: `established`).
+    pub established: std::time::SystemTime,
+    /// Requests read and not yet answered, in order, with their op and when they were read:
+    /// replies leave in request order, so the writer pops one per reply (`cons`: `queued`).
+    pending: Mutex<std::collections::VecDeque<(&'static str, Instant)>>,
+    /// Reply latency of this connection (`cons`: `lat=min/avg/max`).
+    pub latency: Mutex<Latency>,
+    /// The last op answered and its xid/zxid (`cons`: `lop`, `lcxid`, `lzxid`).
+    pub last: Mutex<LastOp>,
+}
+
+/// What `cons` reports about a connection's most recent reply.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LastOp {
+    pub op: &'static str,
+    pub xid: i32,
+    pub zxid: i64,
+    pub at_ms: i64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Latency {
     pub min_ms: u64,
     pub max_ms: u64,
+    pub last_ms: u64,
     pub total_ms: u64,
     pub count: u64,
 }
@@ -58,7 +153,137 @@ impl Metrics {
             outstanding: AtomicI64::new(0),
             latency: Mutex::new(Latency::default()),
             connections: Mutex::new(BTreeMap::new()),
+            per_op: Mutex::new(BTreeMap::new()),
+            fsync: Mutex::new(Histogram::default()),
+            refused_connections: AtomicU64::new(0),
+            trace_mask: AtomicI64::new(crate::four_letter::DEFAULT_TRACE_MASK),
         }
+    }
+
+    /// One request of `op` answered after `elapsed` (read → reply written).
+    pub fn record_op(&self, op: &'static str, elapsed: Duration) {
+        lock(&self.per_op).entry(op).or_default().observe(elapsed);
+    }
+
+    /// One storage flush took `elapsed`: the hook the storage layer calls around its fsync.
+    #[allow(dead_code)] // called by the durable storage once it reports flush times
+    pub fn record_fsync(&self, elapsed: Duration) {
+        lock(&self.fsync).observe(elapsed);
+    }
+
+    /// Requests answered per op so far.
+    pub fn op_counts(&self) -> Vec<(&'static str, u64)> {
+        lock(&self.per_op)
+            .iter()
+            .map(|(op, h)| (*op, h.count()))
+            .collect()
+    }
+
+    /// Everything in Prometheus' text exposition format (version 0.0.4).
+    pub fn prometheus(&self, core: &CoreGauges) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let mut gauge = |name: &str, kind: &str, help: &str, value: String| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        };
+        gauge(
+            "zkit_uptime_seconds",
+            "gauge",
+            "Seconds since the server started.",
+            self.started.elapsed().as_secs_f64().to_string(),
+        );
+        gauge(
+            "zkit_packets_received_total",
+            "counter",
+            "Packets received from clients.",
+            self.packets_received.load(Relaxed).to_string(),
+        );
+        gauge(
+            "zkit_packets_sent_total",
+            "counter",
+            "Packets sent to clients.",
+            self.packets_sent.load(Relaxed).to_string(),
+        );
+        gauge(
+            "zkit_connections",
+            "gauge",
+            "Live client connections.",
+            self.connections().len().to_string(),
+        );
+        gauge(
+            "zkit_refused_connections_total",
+            "counter",
+            "Connections refused by maxClientCnxns.",
+            self.refused_connections.load(Relaxed).to_string(),
+        );
+        gauge(
+            "zkit_outstanding_requests",
+            "gauge",
+            "Requests received and not yet answered.",
+            self.outstanding.load(Relaxed).max(0).to_string(),
+        );
+        gauge(
+            "zkit_sessions",
+            "gauge",
+            "Live sessions.",
+            core.sessions.to_string(),
+        );
+        gauge(
+            "zkit_watches",
+            "gauge",
+            "Watch registrations.",
+            core.watches.to_string(),
+        );
+        gauge(
+            "zkit_znodes",
+            "gauge",
+            "Znodes, counted as ZooKeeper's zk_znode_count.",
+            core.znodes.to_string(),
+        );
+        gauge(
+            "zkit_ephemerals",
+            "gauge",
+            "Ephemeral znodes.",
+            core.ephemerals.to_string(),
+        );
+        gauge(
+            "zkit_approximate_data_size_bytes",
+            "gauge",
+            "Sum of path and data lengths of all znodes.",
+            core.data_size.to_string(),
+        );
+        gauge(
+            "zkit_last_zxid",
+            "gauge",
+            "The last applied zxid.",
+            core.last_zxid.to_string(),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP zkit_request_latency_seconds Request latency (read to reply written), per op.\n\
+             # TYPE zkit_request_latency_seconds histogram"
+        );
+        for (op, h) in lock(&self.per_op).iter() {
+            h.render(
+                &mut out,
+                "zkit_request_latency_seconds",
+                &format!("op=\"{op}\""),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP zkit_requests_total Requests answered, per op.\n# TYPE zkit_requests_total counter"
+        );
+        for (op, count) in self.op_counts() {
+            let _ = writeln!(out, "zkit_requests_total{{op=\"{op}\"}} {count}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP zkit_fsync_latency_seconds Storage flush (fsync) latency.\n\
+             # TYPE zkit_fsync_latency_seconds histogram"
+        );
+        lock(&self.fsync).render(&mut out, "zkit_fsync_latency_seconds", "");
+        out
     }
 
     pub fn add_connection(&self, conn: ConnId, peer: SocketAddr) -> Arc<ConnMetrics> {
@@ -67,6 +292,10 @@ impl Metrics {
             session: AtomicI64::new(0),
             received: AtomicU64::new(0),
             sent: AtomicU64::new(0),
+            established: std::time::SystemTime::now(),
+            pending: Mutex::new(std::collections::VecDeque::new()),
+            latency: Mutex::new(Latency::default()),
+            last: Mutex::new(LastOp::default()),
         });
         lock(&self.connections).insert(conn, m.clone());
         m
@@ -74,6 +303,13 @@ impl Metrics {
 
     pub fn remove_connection(&self, conn: ConnId) {
         lock(&self.connections).remove(&conn);
+    }
+
+    pub fn connections_by_id(&self) -> Vec<(ConnId, Arc<ConnMetrics>)> {
+        lock(&self.connections)
+            .iter()
+            .map(|(id, c)| (*id, c.clone()))
+            .collect()
     }
 
     pub fn connections(&self) -> Vec<Arc<ConnMetrics>> {
@@ -93,6 +329,13 @@ impl Metrics {
         *lock(&self.latency)
     }
 
+    /// `crst`: zero every connection's counters.
+    pub fn reset_connections(&self) {
+        for c in self.connections() {
+            c.reset();
+        }
+    }
+
     /// `srst`: zero the packet and latency counters, as ZooKeeper's `resetStats`.
     pub fn reset(&self) {
         self.packets_received.store(0, Relaxed);
@@ -102,6 +345,110 @@ impl Metrics {
             c.received.store(0, Relaxed);
             c.sent.store(0, Relaxed);
         }
+    }
+}
+
+impl Latency {
+    pub fn record(&mut self, elapsed: Duration) {
+        let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        self.min_ms = if self.count == 0 {
+            ms
+        } else {
+            self.min_ms.min(ms)
+        };
+        self.max_ms = self.max_ms.max(ms);
+        self.last_ms = ms;
+        self.total_ms = self.total_ms.saturating_add(ms);
+        self.count += 1;
+    }
+}
+
+impl ConnMetrics {
+    /// A request of `op` was read and handed to the pipeline.
+    pub fn request_read(&self, op: &'static str, at: Instant) {
+        lock(&self.pending).push_back((op, at));
+    }
+
+    /// Requests read and not yet answered.
+    pub fn queued(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
+    /// The reply to the oldest pending request (`xid`, at `zxid`) was written.
+    pub fn reply_written(&self, server: &Metrics, xid: i32, zxid: i64) {
+        let Some((op, at)) = lock(&self.pending).pop_front() else {
+            return;
+        };
+        let elapsed = at.elapsed();
+        server.record_op(op, elapsed);
+        lock(&self.latency).record(elapsed);
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        *lock(&self.last) = LastOp {
+            op,
+            xid,
+            zxid,
+            at_ms,
+        };
+    }
+
+    /// The latency summary of this connection.
+    pub fn latency(&self) -> Latency {
+        *lock(&self.latency)
+    }
+
+    /// The last reply.
+    pub fn last(&self) -> LastOp {
+        lock(&self.last).clone()
+    }
+
+    /// `crst` for this connection.
+    pub fn reset(&self) {
+        self.received.store(0, Relaxed);
+        self.sent.store(0, Relaxed);
+        *lock(&self.latency) = Latency::default();
+        *lock(&self.last) = LastOp::default();
+    }
+}
+
+/// ZooKeeper's name for an op (`Request.op2String`), for metrics labels and `cons`.
+pub(crate) fn op_name(op: zkit_proto::op::OpCode) -> &'static str {
+    use zkit_proto::op::OpCode as O;
+    match op {
+        O::Notification => "notification",
+        O::Create => "create",
+        O::Delete => "delete",
+        O::Exists => "exists",
+        O::GetData => "getData",
+        O::SetData => "setData",
+        O::GetAcl => "getACL",
+        O::SetAcl => "setACL",
+        O::GetChildren => "getChildren",
+        O::Sync => "sync",
+        O::Ping => "ping",
+        O::GetChildren2 => "getChildren2",
+        O::Check => "check",
+        O::Multi => "multi",
+        O::Create2 => "create2",
+        O::Reconfig => "reconfig",
+        O::CheckWatches => "checkWatches",
+        O::RemoveWatches => "removeWatches",
+        O::CreateContainer => "createContainer",
+        O::DeleteContainer => "deleteContainer",
+        O::CreateTtl => "createTTL",
+        O::MultiRead => "multiRead",
+        O::Auth => "auth",
+        O::SetWatches => "setWatches",
+        O::Sasl => "sasl",
+        O::GetEphemerals => "getEphemerals",
+        O::GetAllChildrenNumber => "getAllChildrenNumber",
+        O::SetWatches2 => "setWatches2",
+        O::AddWatch => "addWatch",
+        O::WhoAmI => "whoAmI",
+        O::CreateSession => "createSession",
+        O::CloseSession => "closeSession",
+        O::Error => "error",
     }
 }
 

@@ -48,10 +48,12 @@ pub(crate) enum ToCore {
         request: Request,
         received: Instant,
     },
-    /// A request the shell could not decode; answered with `err`.
+    /// A request the shell could not decode; answered with `err` (a write, by `op`, is
+    /// logged as an error txn first, as Apache does).
     Reject {
         conn: ConnId,
         xid: i32,
+        op: i32,
         err: ErrorCode,
         received: Instant,
     },
@@ -59,6 +61,18 @@ pub(crate) enum ToCore {
     Closed { conn: ConnId },
     /// A snapshot of the core's counters (four-letter words).
     Stats { reply: oneshot::Sender<Stats> },
+    /// A read-only look at the core between batches (four-letter words, admin endpoint): the
+    /// closure answers through its own channel.
+    Inspect(Inspection),
+}
+
+/// A closure run on the core by [`ToCore::Inspect`].
+pub(crate) struct Inspection(pub Box<dyn FnOnce(&Core) + Send>);
+
+impl std::fmt::Debug for Inspection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Inspection")
+    }
 }
 
 /// Milliseconds since the Unix epoch: the core's notion of `now`.
@@ -75,6 +89,9 @@ pub(crate) struct Pipeline {
     metrics: Arc<Metrics>,
     /// Receipt times of the requests in the current batch, for latency.
     batch_received: Vec<Instant>,
+    /// Connections closed by a storage failure whose queued messages must not reach the
+    /// rebuilt core (removed when their `Closed` arrives).
+    dropped: std::collections::HashSet<ConnId>,
 }
 
 impl Pipeline {
@@ -85,12 +102,14 @@ impl Pipeline {
             conns: HashMap::new(),
             metrics,
             batch_received: Vec::new(),
+            dropped: std::collections::HashSet::new(),
         }
     }
 
-    /// Runs until `shutdown` is cancelled (then drains what is queued and flushes it) or the
-    /// storage fails (then cancels `shutdown` itself: acknowledging writes that are not durable
-    /// would be worse than stopping).
+    /// Runs until `shutdown` is cancelled (then drains what is queued, flushes it and closes
+    /// the storage: a final snapshot) or the storage fails beyond repair (then cancels
+    /// `shutdown` itself: acknowledging writes that are not durable would be worse than
+    /// stopping). A failed batch the storage can rebuild from is handled in `flush`.
     pub async fn run(
         mut self,
         mut rx: mpsc::Receiver<ToCore>,
@@ -129,12 +148,28 @@ impl Pipeline {
         }
         if let Err(err) = self.flush().await {
             error!(%err, "storage failed during shutdown");
+        } else if let Err(err) = self.storage.close(&self.core).await {
+            error!(%err, "closing the storage failed (the WAL still holds every write)");
         }
         self.conns.clear();
     }
 
     fn on_message(&mut self, msg: ToCore) {
         let now = now_ms();
+        if !self.dropped.is_empty() {
+            match &msg {
+                ToCore::Closed { conn } if self.dropped.remove(conn) => return,
+                ToCore::Connect { conn, .. } if self.dropped.contains(conn) => return,
+                ToCore::Request { conn, received, .. } | ToCore::Reject { conn, received, .. }
+                    if self.dropped.contains(conn) =>
+                {
+                    // Not answered (the socket is closed) but counted as done.
+                    self.batch_received.push(*received);
+                    return;
+                }
+                _ => {}
+            }
+        }
         match msg {
             ToCore::Open {
                 conn,
@@ -163,11 +198,12 @@ impl Pipeline {
             ToCore::Reject {
                 conn,
                 xid,
+                op,
                 err,
                 received,
             } => {
                 self.batch_received.push(received);
-                self.core.reject(now, conn, xid, err);
+                self.core.reject(now, conn, xid, op, err);
             }
             ToCore::Closed { conn } => {
                 self.conns.remove(&conn);
@@ -177,14 +213,36 @@ impl Pipeline {
                 // The asker may have gone; nothing to do then.
                 let _ = reply.send(self.core.stats());
             }
+            ToCore::Inspect(Inspection(f)) => f(&self.core),
         }
+    }
+
+    /// The batch could not be made durable: none of its messages may leave (a reply would
+    /// acknowledge a write that may be lost, an event would announce one), and the core holds
+    /// its txns although the disk may not. So every connection is closed — clients see a
+    /// connection loss and reconnect, their sessions being on disk — and the core is rebuilt
+    /// from what the storage really has. Only if that fails does the error stop the server.
+    async fn rebuild_after(&mut self, err: std::io::Error) -> std::io::Result<()> {
+        error!(%err, "storage failed; closing every connection and rebuilding from disk");
+        self.dropped.extend(self.conns.drain().map(|(conn, _)| conn));
+        let config = self.core.config().clone();
+        self.core = self.storage.rebuild(config, now_ms()).await?;
+        tracing::info!(
+            zxid = format_args!("{:#x}", self.core.last_zxid()),
+            "state rebuilt from disk; serving again"
+        );
+        self.finish_batch();
+        Ok(())
     }
 
     /// Persists the batch's txns, then releases its messages.
     async fn flush(&mut self) -> std::io::Result<()> {
         let ready = self.core.ready();
         if !ready.txns.is_empty() {
-            self.storage.persist(&ready.txns).await?;
+            if let Err(err) = self.storage.persist(&ready.txns).await {
+                return self.rebuild_after(err).await;
+            }
+            self.storage.committed(&self.core);
             if let Some(last) = ready.txns.last() {
                 debug!(
                     zxid = format_args!("{:#x}", last.zxid),
@@ -211,6 +269,12 @@ impl Pipeline {
                 self.conns.remove(&conn);
             }
         }
+        self.finish_batch();
+        Ok(())
+    }
+
+    /// Records the batch's latencies and takes its requests off the outstanding count.
+    fn finish_batch(&mut self) {
         let now = Instant::now();
         let answered = self.batch_received.len();
         for received in self.batch_received.drain(..) {
@@ -220,6 +284,5 @@ impl Pipeline {
         self.metrics
             .outstanding
             .fetch_sub(i64::try_from(answered).unwrap_or(i64::MAX), Relaxed);
-        Ok(())
     }
 }

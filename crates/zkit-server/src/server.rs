@@ -9,12 +9,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
-use zkit_core::{ConnId, Core};
+use zkit_core::ConnId;
 
 use crate::connection::{self, Shared};
 use crate::metrics::Metrics;
 use crate::pipeline::{now_ms, Pipeline};
-use crate::storage::{MemoryStorage, Storage};
+use crate::storage::{MemoryStorage, Storage, WalStorage};
 use crate::{Error, ServerConfig};
 
 /// Requests queued for the pipeline before readers wait (back-pressure on fast clients).
@@ -30,12 +30,25 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts an in-memory server (state is lost when it stops).
+    /// Starts a server: durable in `config.data_dir` (locked, recovered from its snapshot and
+    /// WAL first), or in memory when that is `None` (state is lost when it stops).
     ///
     /// # Errors
-    /// [`Error::Config`] for inconsistent settings, [`Error::Bind`] if the address is taken.
+    /// [`Error::Config`] for inconsistent settings, [`Error::Bind`] if the address is taken,
+    /// [`Error::Storage`] when the data dir is in use by another server (the message says so
+    /// and names its pid), corrupt, or unreadable.
     pub async fn start(config: ServerConfig) -> Result<Server, Error> {
-        Server::start_with_storage(config, Box::new(MemoryStorage)).await
+        let storage: Box<dyn Storage> = match &config.data_dir {
+            None => Box::new(MemoryStorage),
+            Some(dir) => {
+                let (dir, opts) = (dir.clone(), config.durable_options());
+                let opened = tokio::task::spawn_blocking(move || WalStorage::open_with(dir, opts))
+                    .await
+                    .map_err(std::io::Error::other)?;
+                Box::new(opened.map_err(std::io::Error::from)?)
+            }
+        };
+        Server::start_with_storage(config, storage).await
     }
 
     /// Starts a server whose txns go through `storage`: what it recovers is replayed first.
@@ -47,12 +60,9 @@ impl Server {
         mut storage: Box<dyn Storage>,
     ) -> Result<Server, Error> {
         config.validate()?;
-        let mut core = Core::new(config.core_config(), now_ms());
-        for txn in storage.recover().await? {
-            core.apply(&txn);
-        }
-        // Replay fires watch events for connections that do not exist yet; drop them.
-        drop(core.ready());
+        let core = storage
+            .recover_core(config.core_config(), now_ms())
+            .await?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| Error::Bind {

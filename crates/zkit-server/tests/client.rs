@@ -129,7 +129,7 @@ async fn event_precedes_reply_of_triggering_write() {
         2,
         &Request::SetData(SetDataRequest {
             path: "/".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             version: -1,
         }),
     )

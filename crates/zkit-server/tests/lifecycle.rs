@@ -82,7 +82,7 @@ async fn graceful_stop_answers_in_order_then_closes() {
     for xid in 2..=N {
         let request = Request::SetData(SetDataRequest {
             path: "/".into(),
-            data: xid.to_be_bytes().to_vec(),
+            data: Some(xid.to_be_bytes().to_vec()),
             version: -1,
         });
         raw.send_request(xid, &request).await;

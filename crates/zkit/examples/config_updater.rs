@@ -20,10 +20,17 @@ async fn write(session: &Session, policy: &RetryPolicy, value: &str) -> Result<(
             let client = session.client();
             match client.check_stat(PATH).await? {
                 None => client
-                    .create(PATH, value.as_bytes(), &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+                    .create(
+                        PATH,
+                        value.as_bytes(),
+                        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+                    )
                     .await
                     .map(|_| ()),
-                Some(stat) => client.set_data(PATH, value.as_bytes(), Some(stat.version)).await.map(|_| ()),
+                Some(stat) => client
+                    .set_data(PATH, value.as_bytes(), Some(stat.version))
+                    .await
+                    .map(|_| ()),
             }
         })
         .await;

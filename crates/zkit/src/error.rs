@@ -166,9 +166,15 @@ mod tests {
     #[test]
     fn classification_is_disjoint_and_maps_zookeeper_codes() {
         let cases: Vec<(zookeeper_client::Error, Error)> = vec![
-            (zookeeper_client::Error::ConnectionLoss, Error::ConnectionLoss),
+            (
+                zookeeper_client::Error::ConnectionLoss,
+                Error::ConnectionLoss,
+            ),
             (zookeeper_client::Error::Timeout, Error::OperationTimeout),
-            (zookeeper_client::Error::SessionExpired, Error::SessionExpired),
+            (
+                zookeeper_client::Error::SessionExpired,
+                Error::SessionExpired,
+            ),
             (zookeeper_client::Error::AuthFailed, Error::AuthFailed),
             (zookeeper_client::Error::ClientClosed, Error::Closed),
             (zookeeper_client::Error::BadVersion, Error::BadVersion),

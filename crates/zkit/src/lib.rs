@@ -17,13 +17,16 @@
 //! operation, and reports session loss instead of silently carrying on.
 #![deny(missing_docs)]
 
+pub mod cache;
+pub mod config;
+pub mod election;
 pub mod error;
 pub mod lock;
+pub mod procedure;
 pub mod protected;
 pub mod retry;
 pub mod session;
-pub mod config;
-pub mod procedure;
+pub mod txn;
 
 pub use error::{Error, Result};
 pub use protected::{create_protected_sequential_with, CreatedNode, ProtectedCreate};

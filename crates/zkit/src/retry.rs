@@ -88,8 +88,7 @@ impl RetryPolicy {
                 base,
                 max_sleep,
                 max_retries,
-            } => (retries < max_retries)
-                .then(|| backoff(base, max_sleep, backoff_factor(retries))),
+            } => (retries < max_retries).then(|| backoff(base, max_sleep, backoff_factor(retries))),
             RetryPolicy::Bounded {
                 base,
                 max_sleep,
@@ -129,16 +128,14 @@ where
     loop {
         match op().await.map_err(Into::into) {
             Ok(value) => return Ok(value),
-            Err(err) if err.is_recoverable() => {
-                match policy.next_sleep(retries, start.elapsed()) {
-                    Some(sleep) => {
-                        tracing::debug!(retries, ?sleep, error = %err, "retrying");
-                        tokio::time::sleep(sleep).await;
-                        retries += 1;
-                    }
-                    None => return Err(err),
+            Err(err) if err.is_recoverable() => match policy.next_sleep(retries, start.elapsed()) {
+                Some(sleep) => {
+                    tracing::debug!(retries, ?sleep, error = %err, "retrying");
+                    tokio::time::sleep(sleep).await;
+                    retries += 1;
                 }
-            }
+                None => return Err(err),
+            },
             Err(err) => return Err(err),
         }
     }

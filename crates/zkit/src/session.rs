@@ -135,7 +135,12 @@ impl Shared {
             generation,
             session_id,
         };
-        tracing::info!(session = format_args!("{session_id:#x}"), generation, ?state, "session state");
+        tracing::info!(
+            session = format_args!("{session_id:#x}"),
+            generation,
+            ?state,
+            "session state"
+        );
         self.state_tx.send_replace(event);
         // No receivers is fine: nobody subscribed yet.
         let _ = self.events_tx.send(event);

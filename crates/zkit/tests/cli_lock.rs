@@ -27,11 +27,21 @@ fn zkit_lock(server: &str, path: &str, extra: &[&str], cmd: &[&str]) -> tokio::p
 async fn exit_codes_token_and_timeout() {
     for target in servers().await {
         let path = unique_path("cli-lock");
-        let status = zkit_lock(&target.addr, &path, &[], &["sh", "-c", "test -n \"$ZKIT_FENCING_TOKEN\" && exit 7"])
-            .status()
-            .await
-            .expect("run zkit");
-        assert_eq!(status.code(), Some(7), "{}: child's code passes through", target.name);
+        let status = zkit_lock(
+            &target.addr,
+            &path,
+            &[],
+            &["sh", "-c", "test -n \"$ZKIT_FENCING_TOKEN\" && exit 7"],
+        )
+        .status()
+        .await
+        .expect("run zkit");
+        assert_eq!(
+            status.code(),
+            Some(7),
+            "{}: child's code passes through",
+            target.name
+        );
 
         let s = session(&target.addr, Duration::from_secs(10)).await;
         let held = Mutex::new(&s, &path).lock().await.expect("lock");
@@ -78,7 +88,11 @@ async fn child_is_terminated_when_the_lock_is_lost() {
             .expect("status");
         assert_eq!(status.code(), Some(EXIT_LOST), "{}", target.name);
         let text = std::fs::read_to_string(&log).expect("log");
-        assert!(text.lines().any(|l| l == "term"), "{}: child got SIGTERM: {text:?}", target.name);
+        assert!(
+            text.lines().any(|l| l == "term"),
+            "{}: child got SIGTERM: {text:?}",
+            target.name
+        );
         proxy.resume();
         eprintln!("{}: cli kill on loss ok", target.name);
     }

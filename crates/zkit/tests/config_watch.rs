@@ -52,7 +52,10 @@ async fn rapid_writes_reach_every_watcher_across_a_dropped_connection() {
         let proxy = FaultProxy::start(target.addr.clone()).await.expect("proxy");
         let writer = session(&target.addr, Duration::from_secs(10)).await;
         let store = ConfigStore::new(&writer, &root).expect("store");
-        store.write("app/level", b"initial").await.expect("first write");
+        store
+            .write("app/level", b"initial")
+            .await
+            .expect("first write");
 
         let last = (WRITES - 1).to_string();
         let mut tasks = Vec::new();
@@ -64,11 +67,18 @@ async fn rapid_writes_reach_every_watcher_across_a_dropped_connection() {
             let first = watcher.next().await.expect("initial");
             assert_eq!(first.kind, ChangeKind::Initial);
             assert_eq!(watcher.mode(), WatchMode::Persistent);
-            tasks.push(tokio::spawn(follow_until(watcher, key.clone(), last.clone())));
+            tasks.push(tokio::spawn(follow_until(
+                watcher,
+                key.clone(),
+                last.clone(),
+            )));
             watcher_sessions.push(s);
         }
         for i in 0..WRITES {
-            store.write("app/level", i.to_string().as_bytes()).await.expect("write");
+            store
+                .write("app/level", i.to_string().as_bytes())
+                .await
+                .expect("write");
             if i == WRITES / 3 {
                 proxy.drop_connections().await;
             }
@@ -81,11 +91,18 @@ async fn rapid_writes_reach_every_watcher_across_a_dropped_connection() {
             assert!(seen >= 1, "{}", target.name);
         }
         // Reconnects happened (the drop was real) and no session was lost.
-        assert!(proxy.accepted_connections() > WATCHERS as u64, "{}", target.name);
+        assert!(
+            proxy.accepted_connections() > WATCHERS as u64,
+            "{}",
+            target.name
+        );
         for s in &watcher_sessions {
             assert_eq!(s.generation(), 1, "{}: session replaced", target.name);
         }
-        eprintln!("{}: {WRITES} writes seen by {WATCHERS} watchers", target.name);
+        eprintln!(
+            "{}: {WRITES} writes seen by {WATCHERS} watchers",
+            target.name
+        );
     }
 }
 
@@ -127,14 +144,19 @@ async fn watcher_survives_an_expired_session() {
         proxy.pause();
         // While partitioned: the node changes several times and one is deleted.
         for i in 1..50 {
-            store.write("k", i.to_string().as_bytes()).await.expect("write");
+            store
+                .write("k", i.to_string().as_bytes())
+                .await
+                .expect("write");
         }
         store.delete("gone").await.expect("delete");
         store.write("k", b"final").await.expect("write");
         // Until the server has expired the session (it counts from the last packet it saw).
         let mut state = watched.watch_state();
         tokio::time::timeout(timeout * 3 + Duration::from_secs(5), async {
-            state.wait_for(|e| e.state == zkit::SessionState::Lost).await
+            state
+                .wait_for(|e| e.state == zkit::SessionState::Lost)
+                .await
         })
         .await
         .expect("session lost in time")
@@ -197,7 +219,9 @@ async fn store_upserts_compare_and_sets_and_types() {
             }));
         }
         for task in tasks {
-            task.await.unwrap().expect("upsert never fails with NodeExists");
+            task.await
+                .unwrap()
+                .expect("upsert never fails with NodeExists");
         }
         // read_and_watch on a missing key fires on creation.
         let (value, watch) = store.read_and_watch("later").await.unwrap();

@@ -113,7 +113,11 @@ fn check_no_interleaving(text: &str) -> (usize, usize) {
             .strip_prefix("enter ")
             .unwrap_or_else(|| panic!("expected an enter mark, got {enter:?}"));
         let exit = lines.next().unwrap_or_else(|| panic!("{who} never exited"));
-        assert_eq!(exit, format!("exit {who}"), "overlap: {who} entered, then {exit:?}");
+        assert_eq!(
+            exit,
+            format!("exit {who}"),
+            "overlap: {who} entered, then {exit:?}"
+        );
         match who {
             "java" => counts.0 += 1,
             "rust" => counts.1 += 1,
@@ -146,7 +150,7 @@ async fn curator_and_zkit_mutexes_exclude_each_other() {
     for target in servers().await {
         let path = unique_path("curator-interop");
         let marks = dir.path().join(format!("marks-{}.txt", target.name));
-        let mut java = tokio::process::Command::new("java")
+        let java = tokio::process::Command::new("java")
             .arg("-cp")
             .arg(format!("{}:{classpath}", dir.path().display()))
             .arg("CuratorLocker")
@@ -171,10 +175,19 @@ async fn curator_and_zkit_mutexes_exclude_each_other() {
             .await
             .expect("java finishes")
             .expect("java output");
-        assert!(out.status.success(), "{}: java failed: {out:?}", target.name);
+        assert!(
+            out.status.success(),
+            "{}: java failed: {out:?}",
+            target.name
+        );
         let text = std::fs::read_to_string(&marks).expect("marks");
         let (java_rounds, rust_rounds) = check_no_interleaving(&text);
-        assert_eq!((java_rounds, rust_rounds), (ROUNDS, ROUNDS), "{}", target.name);
+        assert_eq!(
+            (java_rounds, rust_rounds),
+            (ROUNDS, ROUNDS),
+            "{}",
+            target.name
+        );
         eprintln!("{}: curator interop ok", target.name);
     }
 }

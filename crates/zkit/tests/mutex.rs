@@ -64,7 +64,11 @@ async fn mutual_exclusion_with_monotonic_fencing_tokens() {
             target.name
         );
         let observer = session(&target.addr, Duration::from_secs(10)).await;
-        assert!(children(&observer, &path).await.is_empty(), "{}: nodes left", target.name);
+        assert!(
+            children(&observer, &path).await.is_empty(),
+            "{}: nodes left",
+            target.name
+        );
         eprintln!("{}: mutual exclusion ok", target.name);
     }
 }
@@ -78,14 +82,22 @@ async fn try_lock_for_times_out_and_cancelled_acquire_leaves_no_node() {
         let held = Mutex::new(&a, &path).lock().await.expect("lock");
         let nodes = children(&a, &path).await;
         assert_eq!(nodes.len(), 1);
-        assert!(nodes[0].starts_with("_c_") && nodes[0].contains("-lock-"), "{nodes:?}");
+        assert!(
+            nodes[0].starts_with("_c_") && nodes[0].contains("-lock-"),
+            "{nodes:?}"
+        );
 
         let err = Mutex::new(&b, &path)
             .try_lock_for(Duration::from_millis(300))
             .await
             .expect_err("held by a");
         assert!(matches!(err, Error::Timeout(_)), "{err:?}");
-        assert_eq!(children(&a, &path).await.len(), 1, "{}: timed-out node left", target.name);
+        assert_eq!(
+            children(&a, &path).await.len(),
+            1,
+            "{}: timed-out node left",
+            target.name
+        );
 
         // A dropped acquire future (here: by select) leaves no node behind either.
         let mutex_b = Mutex::new(&b, &path);
@@ -132,11 +144,17 @@ async fn deleting_the_node_fires_the_lost_signal() {
         let a = session(&target.addr, Duration::from_secs(10)).await;
         let guard = Mutex::new(&a, &path).lock().await.expect("lock");
         let lost = guard.lost();
-        a.client().delete(guard.path(), None).await.expect("admin delete");
+        a.client()
+            .delete(guard.path(), None)
+            .await
+            .expect("admin delete");
         tokio::time::timeout(Duration::from_secs(5), lost.cancelled())
             .await
             .expect("lost-signal after deletion");
-        guard.release().await.expect("release of a deleted node is fine");
+        guard
+            .release()
+            .await
+            .expect("release of a deleted node is fine");
         eprintln!("{}: node deletion → lost ok", target.name);
     }
 }
@@ -200,7 +218,10 @@ async fn session_loss_while_holding_and_waiting() {
         .await
         .expect("new session");
         assert_eq!(event.generation, 2);
-        guard.release().await.expect("release after loss is harmless");
+        guard
+            .release()
+            .await
+            .expect("release after loss is harmless");
 
         // The waiter restarted on its new session and now holds the lock.
         let waiter_guard = tokio::time::timeout(Duration::from_secs(30), waiter)

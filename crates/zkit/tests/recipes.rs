@@ -25,14 +25,23 @@ async fn read_write_lock_semantics() {
         let r1 = rw_a.read(Some(SHORT)).await.expect("read a");
         let r2 = rw_b.read(Some(SHORT)).await.expect("read b shares");
         // A writer waits for readers.
-        assert!(matches!(rw_b.write(Some(SHORT)).await, Err(Error::BadArguments(_))), "no upgrade");
+        assert!(
+            matches!(rw_b.write(Some(SHORT)).await, Err(Error::BadArguments(_))),
+            "no upgrade"
+        );
         let rw_c = ReadWriteLock::new(&b, &path);
-        assert!(matches!(rw_c.write(Some(SHORT)).await, Err(Error::Timeout(_))));
+        assert!(matches!(
+            rw_c.write(Some(SHORT)).await,
+            Err(Error::Timeout(_))
+        ));
         r1.release().await.expect("release");
         r2.release().await.expect("release");
         // A writer excludes readers and writers.
         let w = rw_c.write(Some(SHORT)).await.expect("write");
-        assert!(matches!(rw_a.read(Some(SHORT)).await, Err(Error::Timeout(_))));
+        assert!(matches!(
+            rw_a.read(Some(SHORT)).await,
+            Err(Error::Timeout(_))
+        ));
         assert!(matches!(
             ReadWriteLock::new(&a, &path).write(Some(SHORT)).await,
             Err(Error::Timeout(_))
@@ -41,7 +50,10 @@ async fn read_write_lock_semantics() {
         let r_own = rw_c.read(Some(SHORT)).await.expect("writer may read");
         w.release().await.expect("release");
         // Readers behind the writer's remaining read lock may now share it.
-        let r3 = rw_a.read(Some(SHORT)).await.expect("read after write released");
+        let r3 = rw_a
+            .read(Some(SHORT))
+            .await
+            .expect("read after write released");
         r_own.release().await.expect("release");
         r3.release().await.expect("release");
         let names = children(&a, &path).await;
@@ -60,11 +72,18 @@ async fn semaphore_grants_at_most_n_leases() {
         let sem_b = Semaphore::new(&b, &path, 2);
         let l1 = sem_a.acquire(Some(SHORT)).await.expect("lease 1");
         let l2 = sem_b.acquire(Some(SHORT)).await.expect("lease 2");
-        assert!(matches!(sem_b.acquire(Some(SHORT)).await, Err(Error::Timeout(_))));
-        eventually("timed-out lease node removed", Duration::from_secs(10), || {
-            let sem = sem_a.clone();
-            async move { sem.lease_count().await.expect("count") == 2 }
-        })
+        assert!(matches!(
+            sem_b.acquire(Some(SHORT)).await,
+            Err(Error::Timeout(_))
+        ));
+        eventually(
+            "timed-out lease node removed",
+            Duration::from_secs(10),
+            || {
+                let sem = sem_a.clone();
+                async move { sem.lease_count().await.expect("count") == 2 }
+            },
+        )
         .await;
         let waiting = tokio::spawn({
             let sem = sem_b.clone();
@@ -101,7 +120,13 @@ async fn revocable_mutex_holder_is_asked_to_release() {
             .expect("holder told");
         assert!(!guard.is_lost(), "a revocation request is not a loss");
         guard.release().await.expect("release");
-        other.lock().await.expect("b locks").release().await.expect("release");
+        other
+            .lock()
+            .await
+            .expect("b locks")
+            .release()
+            .await
+            .expect("release");
         eprintln!("{}: revocable ok", target.name);
     }
 }
@@ -151,7 +176,10 @@ async fn simple_lock_unique_name() {
         let path = format!("{}/the-lock", unique_path("simple"));
         let a = session(&target.addr, Duration::from_secs(10)).await;
         let b = session(&target.addr, Duration::from_secs(10)).await;
-        let g = SimpleLock::new(&a, &path).lock(Some(SHORT)).await.expect("lock");
+        let g = SimpleLock::new(&a, &path)
+            .lock(Some(SHORT))
+            .await
+            .expect("lock");
         assert!(matches!(
             SimpleLock::new(&b, &path).lock(Some(SHORT)).await,
             Err(Error::Timeout(_))

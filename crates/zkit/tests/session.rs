@@ -31,7 +31,10 @@ async fn dropped_connection_is_suspended_then_reconnected_same_session() {
             assert_eq!(event.session_id, id);
             seen.push(event.state);
         }
-        assert_eq!(seen, vec![SessionState::Suspended, SessionState::Reconnected]);
+        assert_eq!(
+            seen,
+            vec![SessionState::Suspended, SessionState::Reconnected]
+        );
         assert_eq!(s.session_id(), id);
         s.close();
         let closed = tokio::time::timeout(Duration::from_secs(5), async {
@@ -71,7 +74,10 @@ async fn digest_auth_and_chroot_from_the_connect_string() {
             .create_protected_sequential("/job-", b"x", CreateMode::PersistentSequential)
             .await
             .expect("create under chroot");
-        assert!(node.name.starts_with("_c_") && node.name.contains("-job-"), "{node:?}");
+        assert!(
+            node.name.starts_with("_c_") && node.name.contains("-job-"),
+            "{node:?}"
+        );
         let seen = children(&plain, &root).await;
         assert_eq!(seen, vec![node.name.clone()], "{}", target.name);
     }
@@ -129,7 +135,12 @@ async fn protected_create_survives_connection_loss_without_double_create() {
                 .into_iter()
                 .filter(|c| c.starts_with(&marker))
                 .collect();
-            assert_eq!(mine, vec![node.name.clone()], "{}: round {round}", target.name);
+            assert_eq!(
+                mine,
+                vec![node.name.clone()],
+                "{}: round {round}",
+                target.name
+            );
             made.push(node.name);
         }
         let mut all = children(&observer, &parent).await;
@@ -175,7 +186,11 @@ async fn giving_up_leaves_no_orphan() {
         match create.await.expect("task") {
             Ok(node) => {
                 // The create won the race with the drop: the node is the caller's to delete.
-                observer.client().delete(&node.path, None).await.expect("delete");
+                observer
+                    .client()
+                    .delete(&node.path, None)
+                    .await
+                    .expect("delete");
             }
             Err(err) => assert!(err.is_recoverable(), "{err:?}"),
         }
@@ -197,19 +212,24 @@ async fn config_updater_on_retry() {
         let s = session(&target.addr, Duration::from_secs(10)).await;
         let policy = RetryPolicy::default();
         let anyone = CreateMode::Persistent.with_acls(zkit::zookeeper_client::Acls::anyone_all());
-        s.client().create(&path, b"0", &anyone).await.expect("create");
+        s.client()
+            .create(&path, b"0", &anyone)
+            .await
+            .expect("create");
         let writers: Vec<_> = (0..4)
             .map(|_| {
                 let (s, path, policy) = (s.clone(), path.clone(), policy.clone());
                 tokio::spawn(async move {
                     for _ in 0..10 {
                         loop {
-                            let (data, stat) =
-                                retry(&policy, || s.client().get_data(&path)).await.expect("get");
+                            let (data, stat) = retry(&policy, || s.client().get_data(&path))
+                                .await
+                                .expect("get");
                             let n: u64 = String::from_utf8_lossy(&data).parse().expect("number");
                             let next = (n + 1).to_string();
                             match retry(&policy, || {
-                                s.client().set_data(&path, next.as_bytes(), Some(stat.version))
+                                s.client()
+                                    .set_data(&path, next.as_bytes(), Some(stat.version))
                             })
                             .await
                             {

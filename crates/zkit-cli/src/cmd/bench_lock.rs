@@ -15,7 +15,12 @@ use zkit::{Session, SessionOptions};
 #[derive(Debug, clap::Args)]
 pub struct BenchLockArgs {
     /// ZooKeeper connect string.
-    #[arg(long, short = 's', env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
+    #[arg(
+        long,
+        short = 's',
+        env = "ZKIT_SERVER",
+        default_value = "127.0.0.1:2181"
+    )]
     pub server: String,
     /// Client counts to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16")]

@@ -29,7 +29,12 @@ pub const EXIT_CANNOT_EXECUTE: i32 = 126;
 #[derive(Debug, clap::Args)]
 pub struct LockArgs {
     /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
-    #[arg(long, short = 's', env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
+    #[arg(
+        long,
+        short = 's',
+        env = "ZKIT_SERVER",
+        default_value = "127.0.0.1:2181"
+    )]
     pub server: String,
     /// Lock directory (a znode path; created if missing).
     pub path: String,
@@ -64,7 +69,9 @@ async fn acquire(session: &Session, args: &LockArgs) -> zkit::Result<LockGuard> 
     };
     if let Some(lease) = args.lease {
         let max_wait = args.timeout.unwrap_or(Duration::from_secs(86_400 * 365));
-        return LeaseLock::new(session, &args.path, max_wait, lease).acquire().await;
+        return LeaseLock::new(session, &args.path, max_wait, lease)
+            .acquire()
+            .await;
     }
     if args.shared {
         return ReadWriteLock::with_options(session, &args.path, options)
@@ -110,7 +117,10 @@ pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
     let guard = match acquire(&session, &args).await {
         Ok(guard) => guard,
         Err(Error::Timeout(after)) => {
-            eprintln!("zkit lock: timed out after {after:?} waiting for {}", args.path);
+            eprintln!(
+                "zkit lock: timed out after {after:?} waiting for {}",
+                args.path
+            );
             return Ok(EXIT_TIMEOUT);
         }
         Err(err) => return Err(err).with_context(|| format!("locking {}", args.path)),
@@ -149,8 +159,19 @@ pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
             EXIT_LOST
         }
     };
-    if let Err(err) = guard.release().await {
-        eprintln!("zkit lock: release failed ({err}); the node goes with the session");
+    // After a loss the server may be unreachable: do not hold the exit up for long; the node
+    // goes with the session (or its TTL) anyway.
+    let release_limit = if code == EXIT_LOST {
+        Duration::from_secs(2)
+    } else {
+        args.session_timeout
+    };
+    match tokio::time::timeout(release_limit, guard.release()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => {
+            eprintln!("zkit lock: release failed ({err}); the node goes with the session")
+        }
+        Err(_) => eprintln!("zkit lock: release timed out; the node goes with the session"),
     }
     session.close();
     Ok(code)

@@ -1,6 +1,7 @@
 //! The command families of the `zkit` binary, one module each. Every module exposes an argument
 //! type (clap `Args` or `Subcommand`) and an `async fn run(args) -> anyhow::Result<ExitCode>`.
 
+pub mod admin;
 pub mod demo;
 pub mod node;
 pub mod serve;

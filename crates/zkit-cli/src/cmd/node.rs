@@ -26,6 +26,9 @@ pub struct ServerArg {
     /// Server(s) to talk to, as `HOST:PORT[,HOST:PORT…][/chroot]`.
     #[arg(long, env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
     pub server: String,
+    /// Authenticate the session with digest `user:password` (ZooKeeper's `addauth digest`).
+    #[arg(long, env = "ZKIT_AUTH")]
+    pub auth: Option<String>,
 }
 
 /// The node commands.
@@ -132,9 +135,9 @@ pub async fn run(command: NodeCommand) -> Result<ExitCode> {
         | NodeCommand::Create { server, .. }
         | NodeCommand::Rm { server, .. }
         | NodeCommand::Stat { server, .. }
-        | NodeCommand::Watch { server, .. } => server.server.clone(),
+        | NodeCommand::Watch { server, .. } => server.clone(),
     };
-    let client = connect(&server).await?;
+    let client = connect_with(&server).await?;
     let result = execute(&client, command).await;
     close(client).await;
     result.map(|()| ExitCode::SUCCESS)
@@ -306,7 +309,23 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
 
 /// Opens a session, failing after [`CONNECT_TIMEOUT`] instead of retrying forever.
 pub async fn connect(server: &str) -> Result<Client> {
-    let connecting = Client::connector()
+    connect_auth(server, None).await
+}
+
+/// Opens a session on `arg.server`, authenticated with `--auth user:password` if given.
+pub async fn connect_with(arg: &ServerArg) -> Result<Client> {
+    connect_auth(&arg.server, arg.auth.as_deref()).await
+}
+
+async fn connect_auth(server: &str, auth: Option<&str>) -> Result<Client> {
+    let mut connector = Client::connector();
+    if let Some(user_password) = auth {
+        if !user_password.contains(':') {
+            anyhow::bail!("--auth expects user:password");
+        }
+        connector.auth("digest".to_string(), user_password.as_bytes().to_vec());
+    }
+    let connecting = connector
         .with_session_timeout(SESSION_TIMEOUT)
         .with_connection_timeout(CONNECT_TIMEOUT)
         .with_fail_eagerly()

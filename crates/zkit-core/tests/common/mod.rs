@@ -40,7 +40,7 @@ pub fn connect_req(session_id: i64, passwd: Vec<u8>, timeout: i32) -> ConnectReq
 pub fn create(path: &str, data: &[u8], flags: i32) -> CreateRequest {
     CreateRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl: open_acl(),
         flags,
     }

@@ -3,9 +3,12 @@
 //! It is the adapter between the pipeline's txn-level trait and the byte-level log: each
 //! [`Txn`] is encoded with `Txn::encode` as one WAL record under its own zxid, a pipeline batch is
 //! one group-commit submission, and `persist` returns only after the fdatasync that covers it.
-//! Recovery decodes every record back into a `Txn` (the whole log: snapshots, and with them
-//! pruning, are not wired into the `Storage` trait yet). It does not interpret txns beyond
-//! checking that each decodes and carries its record's zxid.
+//! [`Storage::recover_core`] starts from the newest valid snapshot and replays the records
+//! after it (see `recovery`); [`Storage::committed`] drives background snapshots every
+//! `snap_count` txns and the pruning that follows them (see `snapshotter`); [`Storage::rebuild`]
+//! stops the poisoned commit thread, reopens the log (re-reading what is really on disk) and
+//! recovers again; [`Storage::close`] writes a final snapshot on a graceful stop.
+//! [`Storage::recover`] (the whole log as txns) remains for callers without snapshots.
 
 use std::io;
 use std::path::Path;
@@ -13,20 +16,52 @@ use std::path::Path;
 use bytes::BytesMut;
 use zkit_core::Txn;
 
+use zkit_core::{Config, Core};
+
 use super::commit::GroupCommit;
 use super::datadir::DataDir;
 use super::error::{Result, StorageError};
+use super::recovery::{self, RecoveryStats};
+use super::snapshot::{SnapshotStore, DEFAULT_KEEP_SNAPSHOTS};
+use super::snapshotter::{Snapshotter, DEFAULT_SNAP_COUNT};
 use super::wal::{RecoveryReport, Wal, WalOptions};
 use super::{Storage, StorageFuture};
 
-/// Durable [`Storage`]: a [`DataDir`] lock plus a [`Wal`] driven by a [`GroupCommit`] thread.
+/// How a [`WalStorage`] is set up.
+#[derive(Debug, Clone)]
+pub struct DurableOptions {
+    /// The log's options (segment size, fsync, `--truncate-corrupt`).
+    pub wal: WalOptions,
+    /// Txns between background snapshots (`snapCount`, default 100,000).
+    pub snap_count: u64,
+    /// Snapshots kept (and the WAL segments the oldest of them needs), default 3.
+    pub keep_snapshots: usize,
+}
+
+impl Default for DurableOptions {
+    fn default() -> Self {
+        DurableOptions {
+            wal: WalOptions::default(),
+            snap_count: DEFAULT_SNAP_COUNT,
+            keep_snapshots: DEFAULT_KEEP_SNAPSHOTS,
+        }
+    }
+}
+
+/// Durable [`Storage`]: a [`DataDir`] lock plus a [`Wal`] driven by a [`GroupCommit`] thread,
+/// and snapshots beside it.
 #[derive(Debug)]
 pub struct WalStorage {
     dir: DataDir,
+    opts: DurableOptions,
     /// The log until `recover` has read it; then it moves to the commit thread.
     wal: Option<Wal>,
     commit: Option<GroupCommit>,
     report: RecoveryReport,
+    snapshots: SnapshotStore,
+    /// Set by `recover_core` (which knows the newest snapshot).
+    snapshotter: Option<Snapshotter>,
+    stats: RecoveryStats,
 }
 
 impl WalStorage {
@@ -36,19 +71,69 @@ impl WalStorage {
     /// [`StorageError::DataDirInUse`] if another server holds the dir; [`StorageError::Corruption`]
     /// for a damaged log (unless `opts.truncate_corrupt`); [`StorageError::Io`] otherwise.
     pub fn open(data_dir: impl AsRef<Path>, opts: WalOptions) -> Result<WalStorage> {
+        WalStorage::open_with(
+            data_dir,
+            DurableOptions {
+                wal: opts,
+                ..DurableOptions::default()
+            },
+        )
+    }
+
+    /// Locks `data_dir`, opens its WAL and its snapshot directory. Blocking file I/O.
+    ///
+    /// # Errors
+    /// As [`WalStorage::open`].
+    pub fn open_with(data_dir: impl AsRef<Path>, opts: DurableOptions) -> Result<WalStorage> {
         let dir = DataDir::open(data_dir)?;
-        let (wal, report) = Wal::open(dir.wal_dir(), opts)?;
+        let (wal, report) = Wal::open(dir.wal_dir(), opts.wal.clone())?;
+        let snapshots = SnapshotStore::open(dir.snap_dir(), opts.wal.fsync)?;
         Ok(WalStorage {
             dir,
+            opts,
             wal: Some(wal),
             commit: None,
             report,
+            snapshots,
+            snapshotter: None,
+            stats: RecoveryStats::default(),
         })
     }
 
     /// What opening the log found and repaired.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.report
+    }
+
+    /// What the last [`Storage::recover_core`] loaded (snapshot, records replayed, time).
+    pub fn recovery_stats(&self) -> &RecoveryStats {
+        &self.stats
+    }
+
+    /// Recovers from the snapshot store and the (open, not yet committing) log.
+    async fn load(&mut self, config: Config, now: i64) -> io::Result<Core> {
+        let Some(wal) = self.wal.take() else {
+            return Err(io::Error::other("recover called after writing started"));
+        };
+        let snapshots = self.snapshots.clone();
+        // Reading the snapshot and the log is blocking I/O; it happens before serving.
+        let (wal, loaded) = tokio::task::spawn_blocking(move || {
+            let loaded = recovery::recover(&snapshots, &wal, config, now);
+            (wal, loaded)
+        })
+        .await
+        .map_err(io::Error::other)?;
+        self.wal = Some(wal);
+        let (core, stats) = loaded?;
+        self.snapshotter = Some(Snapshotter::new(
+            self.snapshots.clone(),
+            self.opts.snap_count,
+            self.opts.keep_snapshots,
+            stats.snapshot_zxid.unwrap_or(0),
+        ));
+        self.stats = stats;
+        self.commit_thread()?;
+        Ok(core)
     }
 
     /// The locked data dir.
@@ -108,6 +193,53 @@ impl Storage for WalStorage {
             let txns = txns?;
             self.commit_thread()?;
             Ok(txns)
+        })
+    }
+
+    fn recover_core(&mut self, config: Config, now: i64) -> StorageFuture<'_, Core> {
+        Box::pin(self.load(config, now))
+    }
+
+    fn committed(&mut self, core: &Core) {
+        if let Some(snapshotter) = &mut self.snapshotter {
+            snapshotter.after_batch(core, self.commit.as_ref());
+        }
+    }
+
+    fn rebuild(&mut self, config: Config, now: i64) -> StorageFuture<'_, Core> {
+        Box::pin(async move {
+            // The poisoned log is handed back by its thread and dropped: after a failed fsync
+            // only a fresh open, which re-reads the files, tells what is really on disk.
+            if let Some(commit) = self.commit.take() {
+                let stopped = tokio::task::spawn_blocking(move || commit.shutdown()).await;
+                if let Ok(Err(e)) | Err(e) = stopped.map_err(|e| StorageError::io("WAL thread", io::Error::other(e))) {
+                    tracing::warn!(error = %e, "stopping the failed WAL thread");
+                }
+            }
+            self.wal = None;
+            let dir = self.dir.wal_dir();
+            let opts = self.opts.wal.clone();
+            let (wal, report) = tokio::task::spawn_blocking(move || Wal::open(dir, opts))
+                .await
+                .map_err(io::Error::other)??;
+            self.wal = Some(wal);
+            self.report = report;
+            self.load(config, now).await
+        })
+    }
+
+    fn close<'a>(&'a mut self, core: &'a Core) -> StorageFuture<'a, ()> {
+        Box::pin(async move {
+            let snapshot = match &mut self.snapshotter {
+                Some(snapshotter) => snapshotter.finish(core, self.commit.as_ref()).await,
+                None => Ok(()),
+            };
+            if let Some(commit) = self.commit.take() {
+                tokio::task::spawn_blocking(move || commit.shutdown())
+                    .await
+                    .map_err(io::Error::other)??;
+            }
+            snapshot.map_err(io::Error::from)
         })
     }
 

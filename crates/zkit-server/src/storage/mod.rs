@@ -4,19 +4,36 @@
 //! ZooKeeper fsyncs its txn log before replying (forceSync=yes) and batches many txns into one
 //! fsync (group commit). The pipeline mirrors that: it hands [`Storage::persist`] every txn of a
 //! batch at once and releases that batch's replies and watch events only when it returns `Ok`.
-//! On `Err` the server stops serving rather than acknowledge writes it could not keep.
+//! On `Err` the batch is not acknowledged: the pipeline closes every connection (clients see a
+//! connection loss, as when a ZooKeeper server dies) and asks [`Storage::rebuild`] for the state
+//! that really is on disk; if that fails too, the server stops.
 //!
-//! This module holds only the trait and the in-memory implementation; the write-ahead log and
-//! snapshots belong to the durability work, which adds its implementation beside [`memory`].
+//! # Layout
+//! - [`memory`]: [`MemoryStorage`], keeps nothing (tests, demos).
+//! - [`durable`]: [`WalStorage`], the `--data-dir` implementation, built from:
+//!   [`datadir`] (layout and lock), [`wal`] (segments, records, torn-tail repair), [`commit`]
+//!   (the group-commit thread), [`snapshot`] (snapshot files, pruning), [`snapshotter`]
+//!   (background snapshots every `snap_count` txns), [`recovery`] (snapshot + WAL replay),
+//!   [`error`], [`failpoint`] (crash-safety points for tests).
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 
-use zkit_core::Txn;
+use zkit_core::{Config, Core, Txn};
 
+pub mod commit;
+pub mod datadir;
+pub mod durable;
+pub mod error;
+pub mod failpoint;
 pub mod memory;
+pub mod recovery;
+pub mod snapshot;
+pub mod snapshotter;
+pub mod wal;
 
+pub use durable::WalStorage;
 pub use memory::MemoryStorage;
 
 /// A future returned by [`Storage`] methods (boxed so the trait stays object-safe).
@@ -30,4 +47,33 @@ pub trait Storage: Send + 'static {
     /// Makes `txns` durable (written and synced), in order. Called once per pipeline batch;
     /// nothing of the batch is sent to clients before it returns `Ok`.
     fn persist<'a>(&'a mut self, txns: &'a [Txn]) -> StorageFuture<'a, ()>;
+
+    /// The state to start serving from. The default replays [`Storage::recover`] onto an empty
+    /// core; a storage with snapshots starts from the newest one instead.
+    fn recover_core(&mut self, config: Config, now: i64) -> StorageFuture<'_, Core> {
+        Box::pin(async move {
+            let mut core = Core::new(config, now);
+            for txn in self.recover().await? {
+                core.apply(&txn);
+            }
+            // Replay fires watch events for connections that do not exist yet; drop them.
+            drop(core.ready());
+            Ok(core)
+        })
+    }
+
+    /// Called after each batch `persist` made durable, with `core` holding exactly the durable
+    /// state (e.g. to start a background snapshot). Must not block for long.
+    fn committed(&mut self, _core: &Core) {}
+
+    /// After `persist` failed: reopens what is on disk and rebuilds the state from it. The
+    /// default (a storage that cannot do that) is an error, which stops the server.
+    fn rebuild(&mut self, _config: Config, _now: i64) -> StorageFuture<'_, Core> {
+        Box::pin(async { Err(io::Error::other("this storage cannot rebuild its state")) })
+    }
+
+    /// Graceful stop, after the last batch: e.g. a final snapshot, then release the files.
+    fn close<'a>(&'a mut self, _core: &'a Core) -> StorageFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
 }

@@ -214,7 +214,9 @@ mod tests {
         view.snapshot(vec![("/k".into(), node("new", 5, 50))]);
         // A lagging server after a reconnect answers with an older write.
         assert_eq!(view.observe("/k", Some(node("old", 4, 40))), None);
-        assert!(view.snapshot(vec![("/k".into(), node("old", 4, 40))]).is_empty());
+        assert!(view
+            .snapshot(vec![("/k".into(), node("old", 4, 40))])
+            .is_empty());
         assert_eq!(view.last_mzxid("/k"), Some(50));
     }
 

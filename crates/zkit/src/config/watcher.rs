@@ -188,29 +188,50 @@ impl ConfigWatcher {
             if let Some(change) = self.queue.pop_front() {
                 return Ok(change);
             }
-            if self.session.is_closed() {
-                return Err(Error::Closed);
-            }
-            match self.step().await {
-                Ok(()) => {}
-                Err(Error::Closed) => return Err(Error::Closed),
-                Err(err) => {
-                    tracing::debug!(root = %self.root, error = %err, "config watcher retrying");
-                    if err.is_unrecoverable() {
-                        if let Some(active) = self.active.take() {
-                            self.dead_generation = Some(active.generation);
-                        }
+            self.step_or_back_off().await?;
+        }
+    }
+
+    /// Runs until the initial snapshot has been read; its changes stay queued for
+    /// [`ConfigWatcher::next`] / [`ConfigWatcher::drain_queued`]. Returns at once afterwards.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] once the session is closed.
+    pub async fn load(&mut self) -> Result<()> {
+        while !self.view.is_initialized() {
+            self.step_or_back_off().await?;
+        }
+        Ok(())
+    }
+
+    /// Takes every change already read but not yet returned, without waiting.
+    pub fn drain_queued(&mut self) -> Vec<ConfigChange> {
+        self.queue.drain(..).collect()
+    }
+
+    /// One [`ConfigWatcher::step`]; on failure, backs off (until the session state moves or a
+    /// short pause passes). Only [`Error::Closed`] is returned.
+    async fn step_or_back_off(&mut self) -> Result<()> {
+        if self.session.is_closed() {
+            return Err(Error::Closed);
+        }
+        match self.step().await {
+            Ok(()) => Ok(()),
+            Err(Error::Closed) => Err(Error::Closed),
+            Err(err) => {
+                tracing::debug!(root = %self.root, error = %err, "config watcher retrying");
+                if err.is_unrecoverable() {
+                    if let Some(active) = self.active.take() {
+                        self.dead_generation = Some(active.generation);
                     }
-                    self.need_resync = true;
-                    // Back off, but wake at once when the session state moves (reconnected,
-                    // new session), which is what most failures wait for.
-                    tokio::select! {
-                        _ = tokio::time::sleep(self.options.retry_backoff) => {}
-                        changed = self.state_rx.changed() => {
-                            if changed.is_err() {
-                                return Err(Error::Closed);
-                            }
-                        }
+                }
+                self.need_resync = true;
+                // Back off, but wake at once when the session state moves (reconnected, new
+                // session), which is what most failures wait for.
+                tokio::select! {
+                    _ = tokio::time::sleep(self.options.retry_backoff) => Ok(()),
+                    changed = self.state_rx.changed() => {
+                        if changed.is_err() { Err(Error::Closed) } else { Ok(()) }
                     }
                 }
             }
@@ -383,7 +404,12 @@ async fn read_node(client: &zk::Client, path: &str) -> Result<Option<NodeRead>> 
 /// What one node's read yields: its data (if it exists), its children, and watches.
 type NodeAndChildren = (Option<NodeRead>, Vec<String>, Vec<EventFuture>);
 
-async fn read_one(client: &zk::Client, path: &str, watches: bool, is_root: bool) -> Result<NodeAndChildren> {
+async fn read_one(
+    client: &zk::Client,
+    path: &str,
+    watches: bool,
+    is_root: bool,
+) -> Result<NodeAndChildren> {
     if !watches {
         let read = read_node(client, path).await?;
         if read.is_none() {

@@ -128,7 +128,10 @@ mod tests {
             "_c_0000-lock-0000000003",
             "unrelated",
         ]);
-        assert_eq!(decide("_c_ffff-lock-0000000001", &children), Decision::Acquired);
+        assert_eq!(
+            decide("_c_ffff-lock-0000000001", &children),
+            Decision::Acquired
+        );
         assert_eq!(
             decide("_c_aaaa-lock-0000000002", &children),
             Decision::WatchPredecessor("_c_ffff-lock-0000000001".into())
@@ -138,7 +141,10 @@ mod tests {
             decide("_c_0000-lock-0000000003", &children),
             Decision::WatchPredecessor("_c_aaaa-lock-0000000002".into())
         );
-        assert_eq!(decide("_c_gone-lock-0000000004", &children), Decision::NodeGone);
+        assert_eq!(
+            decide("_c_gone-lock-0000000004", &children),
+            Decision::NodeGone
+        );
     }
 
     #[test]
@@ -152,7 +158,10 @@ mod tests {
             decide("lock-0000000006", &children),
             Decision::WatchPredecessor("9c1d__lock__0000000005".into())
         );
-        assert_eq!(decide("_c_b-lock-0000000004", &children), Decision::Acquired);
+        assert_eq!(
+            decide("_c_b-lock-0000000004", &children),
+            Decision::Acquired
+        );
     }
 
     #[test]
@@ -210,7 +219,10 @@ mod tests {
     fn semaphore_style_max_leases() {
         let children = names(&["a0000000001", "b0000000002", "c0000000003", "d0000000004"]);
         let rule = Rule::Exclusive { max_leases: 2 };
-        assert_eq!(decide_with("b0000000002", &children, rule, None), Decision::Acquired);
+        assert_eq!(
+            decide_with("b0000000002", &children, rule, None),
+            Decision::Acquired
+        );
         assert_eq!(
             decide_with("c0000000003", &children, rule, None),
             Decision::WatchPredecessor("a0000000001".into())

@@ -29,8 +29,8 @@ mod semaphore;
 mod simple;
 
 pub use decide::{
-    decide, decide_with, role_of, sorted_contenders, Decision, Role, Rule, MUTEX_NAME,
-    READ_MARKER, WRITE_MARKER,
+    decide, decide_with, role_of, sorted_contenders, Decision, Role, Rule, MUTEX_NAME, READ_MARKER,
+    WRITE_MARKER,
 };
 pub use internals::{LockGuard, LockOptions, REVOKE_MESSAGE};
 pub use lease::LeaseLock;

@@ -147,7 +147,12 @@ impl Semaphore {
     /// # Errors
     /// Errors of the listing; no directory is 0.
     pub async fn lease_count(&self) -> Result<usize> {
-        match self.session.client().list_children(&self.leases_path()).await {
+        match self
+            .session
+            .client()
+            .list_children(&self.leases_path())
+            .await
+        {
             Ok(children) => Ok(children.iter().filter(|c| sequence_of(c).is_some()).count()),
             Err(zk::Error::NoNode) => Ok(0),
             Err(err) => Err(err.into()),

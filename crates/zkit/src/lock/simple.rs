@@ -77,14 +77,18 @@ impl SimpleLock {
             let owner = client.session_id().0;
             cleanup.owner = Some(owner);
             let step: Result<Option<CreatedNode>> = async {
-                match client.create(&self.path, &self.options.node_data, &options).await {
+                match client
+                    .create(&self.path, &self.options.node_data, &options)
+                    .await
+                {
                     Ok((stat, _)) => {
                         return Ok(Some(self.node(stat.czxid, generation, owner)));
                     }
                     Err(zk::Error::NoNode) => {
                         if let Some((parent, _)) = self.path.rsplit_once('/') {
                             if !parent.is_empty() {
-                                let dir = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                                let dir =
+                                    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
                                 client.mkdir(parent, &dir).await?;
                             }
                         }

@@ -14,9 +14,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
-use super::decide::{decide_coordinator, AbortReason, CoordinatorStep, CoordinatorView, COORDINATOR};
+use super::decide::{
+    decide_coordinator, pending_acks, AbortReason, CoordinatorStep, CoordinatorView, COORDINATOR,
+};
 use super::layout::{self, check_name, InstanceHeader, Layout};
-use super::tree::{delete_tree, ensure_dirs, wait_any};
+use super::tree::{delete_tree, ensure_dirs, wait_any, Wake};
 use super::ProcedureError;
 use crate::Session;
 
@@ -89,14 +91,21 @@ impl Coordinator {
         // Claim the instance name: the ephemeral owner node makes a second run fail, and tells
         // a later `recover` whether the owner is still alive.
         let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-        match client.create(&layout.running(instance), &[], &ephemeral).await {
+        match client
+            .create(&layout.running(instance), &[], &ephemeral)
+            .await
+        {
             Ok(_) => {}
             Err(zk::Error::NodeExists) => {
                 return Err(ProcedureError::DuplicateInstance(instance.to_string()))
             }
             Err(err) => return Err(err.into()),
         }
-        for stale in [layout.acquired(instance), layout.reached(instance), layout.abort(instance)] {
+        for stale in [
+            layout.acquired(instance),
+            layout.reached(instance),
+            layout.abort(instance),
+        ] {
             if client.check_stat(&stale).await?.is_some() {
                 let _ = client.delete(&layout.running(instance), None).await;
                 return Err(ProcedureError::DuplicateInstance(instance.to_string()));
@@ -126,7 +135,13 @@ impl Coordinator {
         let result = match created {
             Ok(_) => drive(&client, &layout, instance, &expected, start + timeout).await,
             Err(err) => {
-                finish_aborted(&client, &layout, instance, &AbortReason::new(COORDINATOR, err.to_string())).await;
+                finish_aborted(
+                    &client,
+                    &layout,
+                    instance,
+                    &AbortReason::new(COORDINATOR, err.to_string()),
+                )
+                .await;
                 Err(err.into())
             }
         };
@@ -152,13 +167,20 @@ impl Coordinator {
         let client = self.session.client();
         ensure_dirs(&client, &layout).await?;
         let mut instances = BTreeSet::new();
-        for dir in [layout.acquired_dir(), layout.reached_dir(), layout.abort_dir()] {
+        for dir in [
+            layout.acquired_dir(),
+            layout.reached_dir(),
+            layout.abort_dir(),
+        ] {
             instances.extend(client.list_children(&dir).await?);
         }
         let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
         let mut resolved = Vec::new();
         for instance in instances {
-            match client.create(&layout.running(&instance), &[], &ephemeral).await {
+            match client
+                .create(&layout.running(&instance), &[], &ephemeral)
+                .await
+            {
                 Ok(_) => {}
                 // A live coordinator (or another recovering one) owns it.
                 Err(zk::Error::NodeExists) => continue,
@@ -181,7 +203,10 @@ async fn recover_one(
         Err(zk::Error::NoNode) => None,
         Err(err) => return Err(err.into()),
     };
-    let released = client.check_stat(&layout.reached(instance)).await?.is_some();
+    let released = client
+        .check_stat(&layout.reached(instance))
+        .await?
+        .is_some();
     let aborted = match client.get_data(&layout.abort(instance)).await {
         Ok((data, _)) => Some(layout::decode_abort(&data)),
         Err(zk::Error::NoNode) => None,
@@ -194,9 +219,15 @@ async fn recover_one(
         }
         (_, aborted) => {
             let reason = aborted.unwrap_or_else(|| {
-                AbortReason::new(COORDINATOR, "coordinator restarted before releasing the barrier")
+                AbortReason::new(
+                    COORDINATOR,
+                    "coordinator restarted before releasing the barrier",
+                )
             });
-            let reason = write_abort(client, layout, instance, &reason).await.unwrap_or(reason);
+            let reason = write_abort(client, layout, instance, &reason)
+                .await
+                .unwrap_or(reason);
+            wait_for_acks(client, layout, instance).await;
             cleanup(client, layout, instance).await?;
             Err(ProcedureError::Aborted {
                 instance: instance.to_string(),
@@ -282,7 +313,8 @@ async fn drive(
         let (view, watchers) = match observe(client, layout, instance, deadline).await {
             Ok(observed) => observed,
             Err(err) => {
-                let reason = AbortReason::new(COORDINATOR, format!("coordinator lost ZooKeeper: {err}"));
+                let reason =
+                    AbortReason::new(COORDINATOR, format!("coordinator lost ZooKeeper: {err}"));
                 finish_aborted(client, layout, instance, &reason).await;
                 return Err(err.into());
             }
@@ -293,10 +325,16 @@ async fn drive(
             }
             CoordinatorStep::ReleaseBarrier => {
                 let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                match client.create(&layout.reached(instance), &[], &persistent).await {
+                match client
+                    .create(&layout.reached(instance), &[], &persistent)
+                    .await
+                {
                     Ok(_) | Err(zk::Error::NodeExists) => {}
                     Err(err) => {
-                        let reason = AbortReason::new(COORDINATOR, format!("releasing the barrier failed: {err}"));
+                        let reason = AbortReason::new(
+                            COORDINATOR,
+                            format!("releasing the barrier failed: {err}"),
+                        );
                         finish_aborted(client, layout, instance, &reason).await;
                         return Err(err.into());
                     }
@@ -318,17 +356,56 @@ async fn drive(
                 return Ok(results);
             }
             CoordinatorStep::Abort(reason) => {
-                let reason = write_abort(client, layout, instance, &reason).await.unwrap_or(reason);
+                let reason = write_abort(client, layout, instance, &reason)
+                    .await
+                    .unwrap_or(reason);
+                wait_for_acks(client, layout, instance).await;
                 cleanup(client, layout, instance).await?;
                 return Err(aborted(reason));
             }
             CoordinatorStep::Aborted(reason) => {
+                wait_for_acks(client, layout, instance).await;
                 cleanup(client, layout, instance).await?;
                 return Err(aborted(reason));
             }
         }
     }
 }
+
+/// After `abort/<instance>` exists: waits (at most [`ACK_GRACE`]) until no live member still has
+/// its `acquired/<instance>/<member>` node, i.e. every live member that joined ran `cleanup`
+/// and deleted its node. So when [`Coordinator::run`] reports an abort, the members' cleanups
+/// are done, and the instance's znodes are not pulled from under members still reading them.
+async fn wait_for_acks(client: &zk::Client, layout: &Layout, instance: &str) {
+    let deadline = Instant::now() + ACK_GRACE;
+    let never = CancellationToken::new();
+    loop {
+        let (acquired, live) = tokio::join!(
+            client.list_and_watch_children(&layout.acquired(instance)),
+            client.list_and_watch_children(&layout.members_dir()),
+        );
+        let (Ok((acquired, w1)), Ok((live, w2))) = (acquired, live) else {
+            return;
+        };
+        let acquired: BTreeSet<String> = acquired.into_iter().collect();
+        let live: BTreeSet<String> = live.into_iter().collect();
+        let pending = pending_acks(&acquired, &live);
+        if pending.is_empty() {
+            return;
+        }
+        if wait_any(vec![w1, w2], Some(deadline), &never).await == Wake::Deadline {
+            tracing::warn!(
+                instance,
+                ?pending,
+                "members did not acknowledge the abort in time"
+            );
+            return;
+        }
+    }
+}
+
+/// How long an aborting coordinator waits for live members to finish their cleanup.
+pub const ACK_GRACE: Duration = Duration::from_secs(10);
 
 /// Writes `abort/<instance>`; when someone else aborted first, returns their reason (the first
 /// abort wins, as in HBase).
@@ -340,7 +417,10 @@ async fn write_abort(
 ) -> Result<AbortReason, zk::Error> {
     let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     let path = layout.abort(instance);
-    match client.create(&path, &layout::encode_abort(reason), &persistent).await {
+    match client
+        .create(&path, &layout::encode_abort(reason), &persistent)
+        .await
+    {
         Ok(_) => Ok(reason.clone()),
         Err(zk::Error::NodeExists) => match client.get_data(&path).await {
             Ok((data, _)) => Ok(layout::decode_abort(&data)),
@@ -362,7 +442,12 @@ async fn cleanup(client: &zk::Client, layout: &Layout, instance: &str) -> Result
 }
 
 /// Best effort abort + cleanup after an error; errors are logged, the caller reports the first.
-async fn finish_aborted(client: &zk::Client, layout: &Layout, instance: &str, reason: &AbortReason) {
+async fn finish_aborted(
+    client: &zk::Client,
+    layout: &Layout,
+    instance: &str,
+    reason: &AbortReason,
+) {
     if let Err(err) = write_abort(client, layout, instance, reason).await {
         tracing::warn!(instance, error = %err, "could not write abort node");
     }
@@ -387,8 +472,11 @@ impl Drop for CancelGuard {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (client, layout, instance) =
-            (self.client.clone(), self.layout.clone(), std::mem::take(&mut self.instance));
+        let (client, layout, instance) = (
+            self.client.clone(),
+            self.layout.clone(),
+            std::mem::take(&mut self.instance),
+        );
         runtime.spawn(async move {
             let reason = AbortReason::new(COORDINATOR, "the coordinator cancelled the procedure");
             finish_aborted(&client, &layout, &instance, &reason).await;

@@ -222,8 +222,25 @@ pub fn decide_member(me: &str, local: MemberLocal, view: &MemberView) -> MemberS
                 MemberStep::Wait
             }
         }
-        MemberLocal::Finished => MemberStep::Done,
+        // A finished member stays until the instance is gone: another member may still fail
+        // inside the barrier, and then every member cleans up, finished or not.
+        MemberLocal::Finished => {
+            if let Some(reason) = &view.abort {
+                MemberStep::Cleanup(reason.clone())
+            } else if !view.instance_exists {
+                MemberStep::Done
+            } else {
+                MemberStep::Wait
+            }
+        }
     }
+}
+
+/// After an abort, the members the coordinator still waits for before removing the instance:
+/// live members whose `acquired/<instance>/<member>` node is still there (a member deletes it
+/// once its `cleanup` ran). Dead members are not waited for.
+pub fn pending_acks(acquired: &BTreeSet<String>, live: &BTreeSet<String>) -> BTreeSet<String> {
+    acquired.intersection(live).cloned().collect()
 }
 
 #[cfg(test)]
@@ -258,7 +275,10 @@ mod tests {
         view.reached = set(&["a", "c"]);
         assert_eq!(decide_coordinator(&expected, &view), CoordinatorStep::Wait);
         view.reached = set(&["a", "b", "c"]);
-        assert_eq!(decide_coordinator(&expected, &view), CoordinatorStep::Complete);
+        assert_eq!(
+            decide_coordinator(&expected, &view),
+            CoordinatorStep::Complete
+        );
     }
 
     #[test]
@@ -298,7 +318,10 @@ mod tests {
         assert_eq!(decide_coordinator(&expected, &view), CoordinatorStep::Wait);
         view.live.clear();
         view.reached = set(&["a", "b"]);
-        assert_eq!(decide_coordinator(&expected, &view), CoordinatorStep::Complete);
+        assert_eq!(
+            decide_coordinator(&expected, &view),
+            CoordinatorStep::Complete
+        );
     }
 
     #[test]
@@ -332,7 +355,10 @@ mod tests {
         // Completion observed together with the deadline still completes.
         view.reached_exists = true;
         view.reached = expected.clone();
-        assert_eq!(decide_coordinator(&expected, &view), CoordinatorStep::Complete);
+        assert_eq!(
+            decide_coordinator(&expected, &view),
+            CoordinatorStep::Complete
+        );
     }
 
     #[test]
@@ -375,8 +401,32 @@ mod tests {
         );
         assert_eq!(
             decide_member("m", MemberLocal::Finished, &view),
+            MemberStep::Wait
+        );
+        view.instance_exists = false;
+        assert_eq!(
+            decide_member("m", MemberLocal::Finished, &view),
             MemberStep::Done
         );
+    }
+
+    #[test]
+    fn finished_member_cleans_up_when_another_fails_inside() {
+        let mut view = fresh();
+        view.reached_exists = true;
+        view.my_reached = true;
+        view.abort = Some(AbortReason::new("b", "inside failed"));
+        assert_eq!(
+            decide_member("m", MemberLocal::Finished, &view),
+            MemberStep::Cleanup(AbortReason::new("b", "inside failed"))
+        );
+    }
+
+    #[test]
+    fn coordinator_waits_only_for_live_joined_members_to_ack() {
+        let pending = pending_acks(&set(&["a", "b", "x"]), &set(&["a", "c", "x"]));
+        assert_eq!(pending, set(&["a", "x"]));
+        assert!(pending_acks(&set(&["b"]), &set(&["a"])).is_empty());
     }
 
     #[test]
@@ -402,7 +452,10 @@ mod tests {
         view.my_acquired = true;
         view.reached_exists = true;
         view.my_reached = true;
-        assert_eq!(decide_member("m", MemberLocal::New, &view), MemberStep::Ignore);
+        assert_eq!(
+            decide_member("m", MemberLocal::New, &view),
+            MemberStep::Ignore
+        );
     }
 
     #[test]
@@ -419,12 +472,21 @@ mod tests {
     fn member_ignores_foreign_aborted_and_missing_instances() {
         let mut view = fresh();
         view.expected_me = false;
-        assert_eq!(decide_member("m", MemberLocal::New, &view), MemberStep::Ignore);
+        assert_eq!(
+            decide_member("m", MemberLocal::New, &view),
+            MemberStep::Ignore
+        );
         let mut view = fresh();
         view.abort = Some(AbortReason::new("x", "boom"));
-        assert_eq!(decide_member("m", MemberLocal::New, &view), MemberStep::Ignore);
+        assert_eq!(
+            decide_member("m", MemberLocal::New, &view),
+            MemberStep::Ignore
+        );
         let view = MemberView::default();
-        assert_eq!(decide_member("m", MemberLocal::New, &view), MemberStep::Ignore);
+        assert_eq!(
+            decide_member("m", MemberLocal::New, &view),
+            MemberStep::Ignore
+        );
     }
 
     #[test]

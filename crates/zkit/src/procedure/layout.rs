@@ -110,10 +110,7 @@ pub fn check_name(what: &str, name: &str) -> Result<(), ProcedureError> {
         || name == ".."
         || name.len() > 255
         || name.chars().any(|c| {
-            c == '/'
-                || c.is_control()
-                || ('\u{e000}'..='\u{f8ff}').contains(&c)
-                || c >= '\u{fff0}'
+            c == '/' || c.is_control() || ('\u{e000}'..='\u{f8ff}').contains(&c) || c >= '\u{fff0}'
         });
     if bad {
         return Err(ProcedureError::BadName(format!(
@@ -180,8 +177,14 @@ mod tests {
     fn paths_follow_hbase_layout() {
         let l = Layout::new("/zkit/proc/", "flush").unwrap();
         assert_eq!(l.acquired("i1"), "/zkit/proc/flush/acquired/i1");
-        assert_eq!(l.acquired_member("i1", "rs1"), "/zkit/proc/flush/acquired/i1/rs1");
-        assert_eq!(l.reached_member("i1", "rs1"), "/zkit/proc/flush/reached/i1/rs1");
+        assert_eq!(
+            l.acquired_member("i1", "rs1"),
+            "/zkit/proc/flush/acquired/i1/rs1"
+        );
+        assert_eq!(
+            l.reached_member("i1", "rs1"),
+            "/zkit/proc/flush/reached/i1/rs1"
+        );
         assert_eq!(l.abort("i1"), "/zkit/proc/flush/abort/i1");
         assert_eq!(l.member("rs1"), "/zkit/proc/flush/members/rs1");
     }

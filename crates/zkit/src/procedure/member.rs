@@ -7,9 +7,10 @@
 //! cleanup removed).
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex as StdMutex};
 
 use futures::future::BoxFuture;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
@@ -78,7 +79,11 @@ impl MemberHandle {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
-        let _ = self.session.client().delete(&self.layout.member(&self.name), None).await;
+        let _ = self
+            .session
+            .client()
+            .delete(&self.layout.member(&self.name), None)
+            .await;
     }
 }
 
@@ -150,7 +155,11 @@ async fn register(client: &zk::Client, layout: &Layout, name: &str) -> Result<bo
 async fn member_loop(ctx: Arc<Ctx>, mut registered_generation: u64, cancel: CancellationToken) {
     let closed = ctx.session.closed_token();
     let mut state = ctx.session.watch_state();
-    let mut known: HashSet<String> = HashSet::new();
+    // Instances with a task. A task removes its instance only once that `acquired/<instance>`
+    // node is gone, then asks for a re-list: so an instance name reused right after cleanup is
+    // seen as new, while the same instance is never handled twice (HBASE-29381).
+    let known: Arc<StdMutex<HashSet<String>>> = Arc::default();
+    let relist = Arc::new(Notify::new());
     let mut registered = true;
     loop {
         if cancel.is_cancelled() || closed.is_cancelled() {
@@ -165,8 +174,9 @@ async fn member_loop(ctx: Arc<Ctx>, mut registered_generation: u64, cancel: Canc
                     if !ok {
                         // The old session's node lingers until the server expires it: wait for
                         // its deletion, then register again.
-                        if let Ok((Some(_), watcher)) =
-                            client.check_and_watch_stat(&ctx.layout.member(&ctx.name)).await
+                        if let Ok((Some(_), watcher)) = client
+                            .check_and_watch_stat(&ctx.layout.member(&ctx.name))
+                            .await
                         {
                             tokio::select! {
                                 _ = cancel.cancelled() => return,
@@ -184,18 +194,31 @@ async fn member_loop(ctx: Arc<Ctx>, mut registered_generation: u64, cancel: Canc
                 }
             }
         }
-        match client.list_and_watch_children(&ctx.layout.acquired_dir()).await {
+        match client
+            .list_and_watch_children(&ctx.layout.acquired_dir())
+            .await
+        {
             Ok((children, watcher)) => {
-                known.retain(|instance| children.contains(instance));
                 for instance in children {
-                    if known.insert(instance.clone()) {
-                        tokio::spawn(run_instance(Arc::clone(&ctx), instance, cancel.child_token()));
+                    let new = known
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(instance.clone());
+                    if new {
+                        tokio::spawn(instance_task(
+                            Arc::clone(&ctx),
+                            instance,
+                            cancel.child_token(),
+                            Arc::clone(&known),
+                            Arc::clone(&relist),
+                        ));
                     }
                 }
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     _ = closed.cancelled() => return,
                     _ = watcher.changed() => {}
+                    _ = relist.notified() => {}
                     changed = state.changed() => if changed.is_err() { return },
                 }
             }
@@ -270,7 +293,13 @@ async fn member_abort(client: &zk::Client, layout: &Layout, instance: &str, reas
     let mut multi = client.new_multi_writer();
     let built = multi
         .add_check_version(&layout.acquired(instance), -1)
-        .and_then(|()| multi.add_create(&layout.abort(instance), &layout::encode_abort(reason), &persistent));
+        .and_then(|()| {
+            multi.add_create(
+                &layout.abort(instance),
+                &layout::encode_abort(reason),
+                &persistent,
+            )
+        });
     if let Err(err) = built {
         tracing::warn!(instance, error = %err, "building the abort request failed");
         return;
@@ -286,19 +315,92 @@ async fn member_abort(client: &zk::Client, layout: &Layout, instance: &str, reas
     }
 }
 
-/// Runs one instance through both barriers, or its cleanup.
-async fn run_instance(ctx: Arc<Ctx>, instance: String, cancel: CancellationToken) {
-    let closed = ctx.session.closed_token();
-    let client = ctx.session.client();
-    let l = &ctx.layout;
-    let (header, args) = match client.get_data(&l.acquired(&instance)).await {
-        Ok((data, _)) => layout::decode_instance(&data),
-        Err(zk::Error::NoNode) => return,
+/// Runs `cleanup`, then deletes this member's `acquired/<instance>/<member>`: the deletion is the
+/// acknowledgement an aborting coordinator waits for.
+async fn cleanup_and_ack(
+    client: &zk::Client,
+    ctx: &Ctx,
+    instance: &str,
+    sub: &mut dyn Subprocedure,
+    reason: AbortReason,
+) {
+    sub.cleanup(reason).await;
+    match client
+        .delete(&ctx.layout.acquired_member(instance, &ctx.name), None)
+        .await
+    {
+        Ok(()) | Err(zk::Error::NoNode) => {}
         Err(err) => {
-            tracing::warn!(member = %ctx.name, instance, error = %err, "reading the instance failed");
-            return;
+            tracing::warn!(member = %ctx.name, instance, error = %err, "acknowledging the abort failed")
+        }
+    }
+}
+
+/// Runs one instance, then waits until its `acquired/<instance>` node (the one with creation
+/// zxid `czxid`) is gone before forgetting it.
+async fn instance_task(
+    ctx: Arc<Ctx>,
+    instance: String,
+    cancel: CancellationToken,
+    known: Arc<StdMutex<HashSet<String>>>,
+    relist: Arc<Notify>,
+) {
+    let client = ctx.session.client();
+    let czxid = match client.get_data(&ctx.layout.acquired(&instance)).await {
+        Ok((data, stat)) => {
+            run_instance(&ctx, &client, &instance, &data, &cancel).await;
+            Some(stat.czxid)
+        }
+        Err(err) => {
+            if err != zk::Error::NoNode {
+                tracing::warn!(member = %ctx.name, instance, error = %err, "reading the instance failed");
+            }
+            None
         }
     };
+    if let Some(czxid) = czxid {
+        let closed = ctx.session.closed_token();
+        loop {
+            match client
+                .check_and_watch_stat(&ctx.layout.acquired(&instance))
+                .await
+            {
+                Ok((Some(stat), watcher)) if stat.czxid == czxid => {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = closed.cancelled() => return,
+                        _ = watcher.changed() => {}
+                    }
+                }
+                Ok(_) => break,
+                Err(_) => {
+                    pause(&ctx.session, &cancel).await;
+                    if cancel.is_cancelled() || closed.is_cancelled() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+    known
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&instance);
+    relist.notify_one();
+}
+
+/// Runs one instance (whose `acquired/<instance>` held `data`) through both barriers, or its
+/// cleanup.
+async fn run_instance(
+    ctx: &Ctx,
+    client: &zk::Client,
+    instance: &str,
+    data: &[u8],
+    cancel: &CancellationToken,
+) {
+    let closed = ctx.session.closed_token();
+    let l = &ctx.layout;
+    let (header, args) = layout::decode_instance(data);
     let expected_me = header.map_or(true, |h| h.members.contains(&ctx.name));
     if !expected_me {
         return;
@@ -308,14 +410,17 @@ async fn run_instance(ctx: Arc<Ctx>, instance: String, cancel: CancellationToken
     let mut sub: Option<Box<dyn Subprocedure>> = None;
     let mut args = Some(args);
     loop {
-        let (view, watchers) = match observe(&client, &ctx, &instance, expected_me).await {
+        let (view, watchers) = match observe(client, ctx, instance, expected_me).await {
             Ok(observed) => observed,
             Err(err) => {
                 // Our session is gone (or the server): the coordinator sees our member node
                 // disappear and aborts; undo locally.
                 if let Some(mut s) = sub.take() {
-                    s.cleanup(AbortReason::new(&ctx.name, format!("member lost ZooKeeper: {err}")))
-                        .await;
+                    s.cleanup(AbortReason::new(
+                        &ctx.name,
+                        format!("member lost ZooKeeper: {err}"),
+                    ))
+                    .await;
                 }
                 return;
             }
@@ -323,7 +428,7 @@ async fn run_instance(ctx: Arc<Ctx>, instance: String, cancel: CancellationToken
         match decide_member(&ctx.name, local, &view) {
             MemberStep::Ignore | MemberStep::Done => return,
             MemberStep::RunAcquire => {
-                let s = sub.insert(ctx.factory.build(&ctx.signature, &instance, &ctx.name));
+                let s = sub.insert(ctx.factory.build(&ctx.signature, instance, &ctx.name));
                 let result = tokio::select! {
                     _ = cancel.cancelled() => return,
                     _ = closed.cancelled() => return,
@@ -331,24 +436,30 @@ async fn run_instance(ctx: Arc<Ctx>, instance: String, cancel: CancellationToken
                 };
                 if let Err(message) = result {
                     let reason = AbortReason::new(&ctx.name, message);
-                    member_abort(&client, l, &instance, &reason).await;
-                    s.cleanup(reason).await;
+                    member_abort(client, l, instance, &reason).await;
+                    cleanup_and_ack(client, ctx, instance, s.as_mut(), reason).await;
                     return;
                 }
                 match client
-                    .create(&l.acquired_member(&instance, &ctx.name), &[], &persistent)
+                    .create(&l.acquired_member(instance, &ctx.name), &[], &persistent)
                     .await
                 {
                     Ok(_) | Err(zk::Error::NodeExists) => local = MemberLocal::Acquired,
                     Err(zk::Error::NoNode) => {
-                        s.cleanup(AbortReason::new(COORDINATOR, "the instance was removed while acquiring"))
-                            .await;
+                        s.cleanup(AbortReason::new(
+                            COORDINATOR,
+                            "the instance was removed while acquiring",
+                        ))
+                        .await;
                         return;
                     }
                     Err(err) => {
-                        let reason = AbortReason::new(&ctx.name, format!("joining the barrier failed: {err}"));
-                        member_abort(&client, l, &instance, &reason).await;
-                        s.cleanup(reason).await;
+                        let reason = AbortReason::new(
+                            &ctx.name,
+                            format!("joining the barrier failed: {err}"),
+                        );
+                        member_abort(client, l, instance, &reason).await;
+                        cleanup_and_ack(client, ctx, instance, s.as_mut(), reason).await;
                         return;
                     }
                 }
@@ -356,7 +467,7 @@ async fn run_instance(ctx: Arc<Ctx>, instance: String, cancel: CancellationToken
             MemberStep::Wait => {
                 tokio::select! {
                     _ = closed.cancelled() => return,
-                    wake = wait_any(watchers, None, &cancel) => {
+                    wake = wait_any(watchers, None, cancel) => {
                         if wake == super::tree::Wake::Cancelled {
                             return;
                         }
@@ -372,32 +483,41 @@ async fn run_instance(ctx: Arc<Ctx>, instance: String, cancel: CancellationToken
                 };
                 let reason = match result {
                     Ok(data) => match client
-                        .create(&l.reached_member(&instance, &ctx.name), &data, &persistent)
+                        .create(&l.reached_member(instance, &ctx.name), &data, &persistent)
                         .await
                     {
                         Ok(_) | Err(zk::Error::NodeExists) => {
                             local = MemberLocal::Finished;
                             continue;
                         }
-                        Err(zk::Error::NoNode) => {
-                            AbortReason::new(COORDINATOR, "the instance was removed inside the barrier")
-                        }
-                        Err(err) => AbortReason::new(&ctx.name, format!("reporting the result failed: {err}")),
+                        Err(zk::Error::NoNode) => AbortReason::new(
+                            COORDINATOR,
+                            "the instance was removed inside the barrier",
+                        ),
+                        Err(err) => AbortReason::new(
+                            &ctx.name,
+                            format!("reporting the result failed: {err}"),
+                        ),
                     },
                     Err(message) => AbortReason::new(&ctx.name, message),
                 };
-                member_abort(&client, l, &instance, &reason).await;
-                s.cleanup(reason).await;
+                member_abort(client, l, instance, &reason).await;
+                cleanup_and_ack(client, ctx, instance, s.as_mut(), reason).await;
                 return;
             }
             MemberStep::Cleanup(reason) => {
                 if let Some(mut s) = sub.take() {
-                    s.cleanup(reason).await;
+                    cleanup_and_ack(client, ctx, instance, s.as_mut(), reason).await;
                 }
                 return;
             }
             MemberStep::Abort(reason) => {
-                member_abort(&client, l, &instance, &reason).await;
+                member_abort(client, l, instance, &reason).await;
+                // The stale node of our previous incarnation would otherwise look like a
+                // pending acknowledgement to the coordinator.
+                let _ = client
+                    .delete(&l.acquired_member(instance, &ctx.name), None)
+                    .await;
                 return;
             }
         }

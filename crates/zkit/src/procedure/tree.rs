@@ -30,7 +30,10 @@ pub async fn ensure_dirs(client: &zk::Client, layout: &Layout) -> Result<(), zk:
 
 /// Deletes `path` and everything below it; a missing node is fine. `NotEmpty` (someone added a
 /// child meanwhile) re-lists and tries again.
-pub fn delete_tree<'a>(client: &'a zk::Client, path: &'a str) -> BoxFuture<'a, Result<(), zk::Error>> {
+pub fn delete_tree<'a>(
+    client: &'a zk::Client,
+    path: &'a str,
+) -> BoxFuture<'a, Result<(), zk::Error>> {
     async move {
         for _ in 0..DELETE_ATTEMPTS {
             let children = match client.list_children(path).await {

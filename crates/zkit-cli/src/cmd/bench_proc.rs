@@ -1,0 +1,150 @@
+//! `zkit bench proc --members 3,10,50 --server ADDR`: wall-clock time of one full distributed
+//! procedure ([`zkit::procedure::Coordinator::run`]: both barriers, results, cleanup) with N
+//! members, each a task with its own ZooKeeper session and a no-op subprocedure.
+//!
+//! It measures; it asserts nothing. Each member count uses a fresh base path, deleted after.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use zkit::procedure::{AbortReason, Coordinator, Member, Subprocedure, SubprocedureFactory};
+use zkit::{Session, SessionOptions};
+
+type BoxedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Arguments of `zkit bench proc`.
+#[derive(Debug, clap::Args)]
+pub struct BenchProcArgs {
+    /// ZooKeeper connect string.
+    #[arg(
+        long,
+        short = 's',
+        env = "ZKIT_SERVER",
+        default_value = "127.0.0.1:2181"
+    )]
+    pub server: String,
+    /// Member counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "3,10,50")]
+    pub members: Vec<usize>,
+    /// Procedures per member count (after one warm-up run).
+    #[arg(long, default_value_t = 20)]
+    pub rounds: usize,
+    /// Parent of the per-run base paths.
+    #[arg(long, default_value = "/zkit-bench")]
+    pub path: String,
+}
+
+/// One measured row.
+#[derive(Debug)]
+pub struct BenchProcRow {
+    /// Members per procedure.
+    pub members: usize,
+    /// Fastest procedure.
+    pub min: Duration,
+    /// Median procedure.
+    pub median: Duration,
+    /// Slowest procedure.
+    pub max: Duration,
+}
+
+struct Noop;
+struct NoopSub(String);
+
+impl SubprocedureFactory for Noop {
+    fn build(&self, _signature: &str, _instance: &str, member: &str) -> Box<dyn Subprocedure> {
+        Box::new(NoopSub(member.to_string()))
+    }
+}
+
+impl Subprocedure for NoopSub {
+    fn acquire_barrier(&mut self, _args: Vec<u8>) -> BoxedFuture<'_, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn inside_barrier(&mut self) -> BoxedFuture<'_, Result<Vec<u8>, String>> {
+        Box::pin(async move { Ok(self.0.clone().into_bytes()) })
+    }
+    fn cleanup(&mut self, _reason: AbortReason) -> BoxedFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+async fn measure(args: &BenchProcArgs, n: usize) -> anyhow::Result<BenchProcRow> {
+    let base = format!(
+        "{}/proc-{}-{n}",
+        args.path.trim_end_matches('/'),
+        std::process::id()
+    );
+    let mut members = Vec::with_capacity(n);
+    let mut names = Vec::with_capacity(n);
+    for i in 0..n {
+        let session = Session::connect(&args.server, SessionOptions::default())
+            .await
+            .with_context(|| format!("connecting to {}", args.server))?;
+        let name = format!("m{i:03}");
+        let handle = Member::start(&session, &base, "bench", &name, Arc::new(Noop)).await?;
+        members.push((session, handle));
+        names.push(name);
+    }
+    let session = Session::connect(&args.server, SessionOptions::default()).await?;
+    let coordinator = Coordinator::new(&session, &base);
+    let mut times = Vec::with_capacity(args.rounds);
+    for round in 0..=args.rounds {
+        let start = Instant::now();
+        let results = coordinator
+            .run(
+                "bench",
+                &format!("r{round}"),
+                b"",
+                &names,
+                Duration::from_secs(60),
+            )
+            .await?;
+        anyhow::ensure!(results.len() == n, "{} results of {n}", results.len());
+        if round > 0 {
+            times.push(start.elapsed());
+        }
+    }
+    for (s, handle) in members {
+        handle.stop().await;
+        s.close();
+    }
+    let client = session.client();
+    for dir in ["acquired", "reached", "abort", "members", "running", ""] {
+        let p = if dir.is_empty() {
+            format!("{base}/bench")
+        } else {
+            format!("{base}/bench/{dir}")
+        };
+        let _ = client.delete(&p, None).await;
+    }
+    let _ = client.delete(&base, None).await;
+    session.close();
+    times.sort();
+    anyhow::ensure!(!times.is_empty(), "--rounds must be at least 1");
+    Ok(BenchProcRow {
+        members: n,
+        min: times[0],
+        median: times[times.len() / 2],
+        max: times[times.len() - 1],
+    })
+}
+
+/// Runs `zkit bench proc`; prints one row per member count.
+pub async fn run(args: BenchProcArgs) -> anyhow::Result<i32> {
+    println!("server {}; {} procedures per row", args.server, args.rounds);
+    println!(
+        "{:>8} {:>12} {:>12} {:>12}",
+        "members", "min", "median", "max"
+    );
+    for &n in &args.members {
+        let row = measure(&args, n).await?;
+        println!(
+            "{:>8} {:>12.2?} {:>12.2?} {:>12.2?}",
+            row.members, row.min, row.median, row.max
+        );
+    }
+    Ok(0)
+}
