@@ -753,9 +753,13 @@ impl Core {
                         self.child_watches.add(&r.path, conn, watch::PERSISTENT);
                     }
                     add_watch_mode::PERSISTENT_RECURSIVE => {
-                        // Recursive watches live in the data table only, so they never produce
-                        // NodeChildrenChanged (DataTree.addWatch).
+                        // 3.8's DataTree.addWatch registers the mode in both tables. A recursive
+                        // watch never fires NodeChildrenChanged, and in the child table it
+                        // replaces a one-shot getChildren watch of the same connection on the
+                        // same path (ZOOKEEPER-4466), which then never fires: observed on 3.8.
                         self.data_watches
+                            .add(&r.path, conn, watch::PERSISTENT_RECURSIVE);
+                        self.child_watches
                             .add(&r.path, conn, watch::PERSISTENT_RECURSIVE);
                     }
                     _ => return self.reply_err(conn, xid, ErrorCode::MarshallingError),
@@ -870,8 +874,12 @@ impl Core {
                 self.reply(conn, xid, 0, Response::Ephemerals(list));
             }
             Request::GetAllChildrenNumber { path } => {
-                if self.tree.get(&path).is_none() {
+                let auth = self.auth_info(conn);
+                let Some(node) = self.tree.get(&path) else {
                     return self.reply_err(conn, xid, ErrorCode::NoNode);
+                };
+                if let Err(e) = acl::check(&node.acl, zkit_proto::op::perms::READ, &auth) {
+                    return self.reply_err(conn, xid, e);
                 }
                 let n = i32::try_from(self.tree.descendant_count(&path)).unwrap_or(i32::MAX);
                 self.reply(conn, xid, 0, Response::AllChildrenNumber(n));
@@ -994,7 +1002,10 @@ impl Core {
             self.data_watches.add(path, conn, watch::PERSISTENT);
         }
         for path in recursive {
+            // As addWatch: both tables (DataTree.setWatches calls addWatch).
             self.data_watches
+                .add(path, conn, watch::PERSISTENT_RECURSIVE);
+            self.child_watches
                 .add(path, conn, watch::PERSISTENT_RECURSIVE);
         }
     }

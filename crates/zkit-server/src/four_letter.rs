@@ -489,3 +489,16 @@ fn envi() -> String {
         std::process::id(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::java_date;
+
+    #[test]
+    fn java_date_format() {
+        // `new java.util.Date(ms).toString()` with TZ=UTC.
+        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+        assert_eq!(java_date(1_795_996_313_126), "Sun Nov 29 23:51:53 UTC 2026");
+        assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+    }
+}

@@ -5,8 +5,9 @@
 //! `clientPort`, `clientPortAddress`, `maxClientCnxns`, `minSessionTimeout`,
 //! `maxSessionTimeout`, `extendedTypesEnabled`, `4lw.commands.whitelist`,
 //! `znode.container.checkIntervalMs`, `jute.maxbuffer`, `superDigest`, `snapCount`,
-//! `autopurge.snapRetainCount`, `autopurge.purgeInterval`, `admin.enableServer`,
-//! `admin.serverAddress`, `admin.serverPort`). Any other key is kept as a warning, not an error,
+//! `autopurge.snapRetainCount`, `autopurge.purgeInterval`, `forceSync`, `admin.enableServer`,
+//! `admin.serverAddress`, `admin.serverPort`, and zkit's own `logLevel`, a `tracing` filter
+//! re-read on SIGHUP by `zkit serve`). Any other key is kept as a warning, not an error,
 //! so an existing ensemble's file loads; a value that does not parse is an error naming the line.
 //! Pure: the caller reads the file and prints the warnings.
 
@@ -20,14 +21,14 @@ use crate::{FourLetterWhitelist, ServerConfig};
 /// A parsed configuration file.
 #[derive(Debug, Clone)]
 pub struct ZooCfg {
-    /// The server settings (defaults from [`ServerConfig::default`] for absent keys).
+    /// The server settings (defaults from [`ServerConfig::default`] for absent keys;
+    /// `dataDir` and `snapCount` land in `server.data_dir` and `server.snap_count`).
     pub server: ServerConfig,
-    /// `dataDir`.
-    pub data_dir: Option<PathBuf>,
-    /// `dataLogDir` (defaults to `dataDir` in ZooKeeper).
+    /// `dataLogDir` (defaults to `dataDir` in ZooKeeper; zkit keeps its log in `dataDir`, so a
+    /// different value is reported in `warnings`).
     pub data_log_dir: Option<PathBuf>,
-    /// `snapCount`: txns between snapshots.
-    pub snap_count: Option<u64>,
+    /// `logLevel` (zkit's own key): a `tracing` filter such as `info` or `zkit_server=debug`.
+    pub log_level: Option<String>,
     /// `autopurge.snapRetainCount`.
     pub autopurge_snap_retain_count: Option<u32>,
     /// `autopurge.purgeInterval` in hours (0 = off).
@@ -142,9 +143,8 @@ impl ZooCfg {
     fn from_entries(entries: Vec<(usize, String, String)>) -> Result<ZooCfg, ZooCfgError> {
         let mut cfg = ZooCfg {
             server: ServerConfig::default(),
-            data_dir: None,
             data_log_dir: None,
-            snap_count: None,
+            log_level: None,
             autopurge_snap_retain_count: None,
             autopurge_purge_interval_hours: None,
             warnings: Vec::new(),
@@ -170,8 +170,21 @@ impl ZooCfg {
                     }
                     cfg.server.tick_time = Duration::from_millis(ms);
                 }
-                "dataDir" => cfg.data_dir = Some(path(line, &key, v)?),
+                "dataDir" => cfg.server.data_dir = Some(path(line, &key, v)?),
                 "dataLogDir" => cfg.data_log_dir = Some(path(line, &key, v)?),
+                "forceSync" => {
+                    cfg.server.fsync = if boolean(line, &key, v)? {
+                        crate::FsyncMode::Always
+                    } else {
+                        crate::FsyncMode::Never
+                    };
+                }
+                "logLevel" => {
+                    if v.is_empty() {
+                        return Err(err(line, "logLevel: empty filter"));
+                    }
+                    cfg.log_level = Some(v.to_string());
+                }
                 "clientPort" => port = Some(num(line, &key, v)?),
                 "clientPortAddress" => host = Some(ip(line, &key, v)?),
                 "maxClientCnxns" => cfg.server.limits.max_client_cnxns = num(line, &key, v)?,
@@ -213,7 +226,13 @@ impl ZooCfg {
                     }
                     cfg.server.super_digest = Some(v.to_string());
                 }
-                "snapCount" => cfg.snap_count = Some(num(line, &key, v)?),
+                "snapCount" => {
+                    let n = num::<u64>(line, &key, v)?;
+                    if n == 0 {
+                        return Err(err(line, "snapCount must be positive"));
+                    }
+                    cfg.server.snap_count = n;
+                }
                 "autopurge.snapRetainCount" => {
                     cfg.autopurge_snap_retain_count = Some(num(line, &key, v)?);
                 }
@@ -242,6 +261,15 @@ impl ZooCfg {
             if let Some(p) = admin_port {
                 let h = admin_host.unwrap_or(cfg.server.listen.ip());
                 cfg.server.admin_listen = Some(SocketAddr::new(h, p));
+            }
+        }
+        if let (Some(log), Some(data)) = (&cfg.data_log_dir, &cfg.server.data_dir) {
+            if log != data {
+                cfg.warnings.push(format!(
+                    "dataLogDir {} ignored: zkit keeps its log in dataDir {}",
+                    log.display(),
+                    data.display()
+                ));
             }
         }
         let (min, max) = cfg.server.session_timeout_bounds_ms();
@@ -335,8 +363,8 @@ admin.serverPort=8081
             Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=")
         );
         assert_eq!(s.admin_listen, Some("127.0.0.2:8081".parse().unwrap()));
-        assert_eq!(cfg.data_dir, Some(PathBuf::from("/var/lib/zk")));
-        assert_eq!(cfg.snap_count, Some(1000));
+        assert_eq!(s.data_dir, Some(PathBuf::from("/var/lib/zk")));
+        assert_eq!(s.snap_count, 1000);
         assert_eq!(cfg.autopurge_snap_retain_count, Some(3));
         assert_eq!(cfg.autopurge_purge_interval_hours, Some(1));
         assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);

@@ -511,7 +511,7 @@ async fn scenario(addr: SocketAddr, base: &str) -> Vec<String> {
     .await;
 
     // whoAmI.
-    for who in [&mut a, &mut b, &mut c] {
+    for who in [&mut a, &mut b, &mut c, &mut s] {
         who.call("whoAmI", Request::WhoAmI, l).await;
     }
 
@@ -616,6 +616,9 @@ async fn acl_rules_match_apache() {
     let ours = scenario(server.addr(), &base).await;
     let theirs = scenario(apache, &base).await;
     server.stop().await;
+    if std::env::var_os("ZKIT_SHOW_TRANSCRIPT").is_some() {
+        eprintln!("{}", theirs.join("\n"));
+    }
     let diff: Vec<String> = ours
         .iter()
         .zip(&theirs)
@@ -630,4 +633,90 @@ async fn acl_rules_match_apache() {
         diff.join("\n"),
         theirs.join("\n")
     );
+}
+
+/// zkit alone (no Apache needed): a client with no credentials reads, writes and watches
+/// nothing on nodes whose ACL does not admit it, and still gets what `world` allows.
+#[tokio::test]
+async fn unauthenticated_client_reads_writes_and_watches_nothing_it_may_not() {
+    let server = Server::start(ServerConfig::ephemeral())
+        .await
+        .expect("start zkit");
+    let addr = server.addr();
+    let base = zkit_testkit::unique_path("noauth");
+    let mut log = Vec::new();
+    let l = &mut log;
+    let mut owner = Client::new(addr, "owner", &base).await;
+    let mut anon = Client::new(addr, "anon", &base).await;
+    owner.auth("digest", "owner:pw", l).await;
+    owner.call("base", create(&base, world(perms::ALL)), l).await;
+    let secret = format!("{base}/secret");
+    owner
+        .call("secret", create(&secret, vec![acl(perms::ALL, "auth", "")]), l)
+        .await;
+    // Watches set where the server allows it (exists needs no permission in ZooKeeper).
+    anon.call(
+        "exists+watch secret/kid",
+        Request::Exists(read(&format!("{secret}/kid"), true)),
+        l,
+    )
+    .await;
+    anon.call(
+        "addWatch recursive base",
+        Request::AddWatch(AddWatchRequest {
+            path: base.clone(),
+            mode: 1,
+        }),
+        l,
+    )
+    .await;
+    anon.call("getData+watch secret", Request::GetData(read(&secret, true)), l)
+        .await;
+    anon.call("getChildren secret", Request::GetChildren(read(&secret, true)), l)
+        .await;
+    anon.call("setData secret", set_data(&secret, -1), l).await;
+    anon.call(
+        "create under secret",
+        create(&format!("{secret}/mine"), world(perms::ALL)),
+        l,
+    )
+    .await;
+    anon.call("delete under secret", delete(&format!("{secret}/kid"), -1), l)
+        .await;
+    anon.call("getACL secret", Request::GetAcl { path: secret.clone() }, l)
+        .await;
+    anon.call("setACL secret", set_acl(&secret, world(perms::ALL), -1), l)
+        .await;
+    // Every change the owner makes under the secret node stays invisible to anon.
+    owner
+        .call(
+            "kid",
+            create(&format!("{secret}/kid"), vec![acl(perms::ALL, "auth", "")]),
+            l,
+        )
+        .await;
+    owner.call("set secret", set_data(&secret, -1), l).await;
+    owner
+        .call("delete kid", delete(&format!("{secret}/kid"), -1), l)
+        .await;
+    // A world-readable node is seen (the watch works at all).
+    owner
+        .call("open", create(&format!("{base}/open"), world(perms::ALL)), l)
+        .await;
+    anon.settle(l).await;
+    server.stop().await;
+    let anon_lines: Vec<&String> = log.iter().filter(|s| s.starts_with("anon:")).collect();
+    let expected = [
+        "anon: exists+watch secret/kid: err=-101",
+        "anon: addWatch recursive base: err=0",
+        "anon: getData+watch secret: err=-102",
+        "anon: getChildren secret: err=-102",
+        "anon: setData secret: err=-102",
+        "anon: create under secret: err=-102",
+        "anon: delete under secret: err=-102",
+        "anon: getACL secret: err=-102",
+        "anon: setACL secret: err=-102",
+        "anon: event type=1 path=BASE/open",
+    ];
+    assert_eq!(anon_lines, expected, "full log:\n{}", log.join("\n"));
 }

@@ -6,49 +6,75 @@
 //! `zkit demo` and the in-process test servers do.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{reload, EnvFilter};
+use zkit_server::zoo_cfg::ZooCfg;
 use zkit_server::{FourLetterWhitelist, FsyncMode, Server, ServerConfig};
 
-/// Options of `zkit serve` (ZooKeeper's `zoo.cfg` settings of the same meaning).
+/// Options of `zkit serve` (ZooKeeper's `zoo.cfg` settings of the same meaning). Settings come
+/// from ZooKeeper's defaults, then `--config FILE`, then these flags (a flag given wins).
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// clientPort; 0 picks a free port (the address is printed on startup).
-    #[arg(long, default_value_t = 2181)]
-    pub port: u16,
-    /// clientPortAddress.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub host: IpAddr,
-    /// tickTime in milliseconds: session timeouts are clamped to [2, 20] ticks.
-    #[arg(long, default_value_t = 2000)]
-    pub tick_time: u64,
+    /// A `zoo.cfg` (Java properties) or `.toml` file with ZooKeeper's keys; unknown keys are
+    /// reported and ignored, bad values refused with their line number. SIGHUP re-reads its
+    /// `logLevel`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// clientPort [default: 2181]; 0 picks a free port (the address is printed on startup).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// clientPortAddress [default: 127.0.0.1].
+    #[arg(long)]
+    pub host: Option<IpAddr>,
+    /// tickTime in milliseconds [default: 2000]: session timeouts are clamped to [2, 20] ticks.
+    #[arg(long)]
+    pub tick_time: Option<u64>,
     /// extendedTypesEnabled: allow TTL nodes.
     #[arg(long)]
     pub extended_types: bool,
-    /// znode.container.checkIntervalMs, as a duration (`60s`, `500ms`).
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
-    pub container_check_interval: Duration,
-    /// 4lw.commands.whitelist: `*` or a comma-separated list (default: srvr).
-    #[arg(long = "4lw-whitelist", default_value = "srvr", value_parser = FourLetterWhitelist::parse)]
-    pub four_letter_words: FourLetterWhitelist,
-    /// dataDir: the write-ahead log and snapshots (created if missing; one server per dir).
-    #[arg(long, default_value = "data", conflicts_with = "in_memory")]
-    pub data_dir: PathBuf,
+    /// znode.container.checkIntervalMs, as a duration (`60s`, `500ms`) [default: 60s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub container_check_interval: Option<Duration>,
+    /// 4lw.commands.whitelist: `*` or a comma-separated list [default: srvr].
+    #[arg(long = "4lw-whitelist", value_parser = FourLetterWhitelist::parse)]
+    pub four_letter_words: Option<FourLetterWhitelist>,
+    /// maxClientCnxns: connections per client IP, 0 = unlimited [default: 60].
+    #[arg(long)]
+    pub max_client_cnxns: Option<u32>,
+    /// superDigest: `super:base64(sha1("super:password"))`; who authenticates as it bypasses
+    /// every ACL.
+    #[arg(long, env = "ZKIT_SUPER_DIGEST")]
+    pub super_digest: Option<String>,
+    /// admin.serverPort: serve `/metrics` (Prometheus) and `/commands/<name>` over HTTP on this
+    /// port (same address as the client port); off by default.
+    #[arg(long)]
+    pub admin_port: Option<u16>,
+    /// The log filter (`info`, `zkit_server=debug`, …) [default: RUST_LOG, else info]; the
+    /// config file's `logLevel` takes over on SIGHUP.
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// dataDir: the write-ahead log and snapshots (created if missing; one server per dir)
+    /// [default: data].
+    #[arg(long, conflicts_with = "in_memory")]
+    pub data_dir: Option<PathBuf>,
     /// Keep state in memory only: nothing is written, everything is lost on exit.
     #[arg(long)]
     pub in_memory: bool,
     /// forceSync: `always` fdatasyncs before acknowledging a write; `never` (for tests and
     /// benchmarks only) survives a process crash but not a power loss.
-    #[arg(long, default_value = "always", value_parser = parse_fsync)]
-    pub fsync: FsyncMode,
-    /// snapCount: txns between background snapshots.
-    #[arg(long, default_value_t = 100_000)]
-    pub snap_count: u64,
+    /// [default: always]
+    #[arg(long, value_parser = parse_fsync)]
+    pub fsync: Option<FsyncMode>,
+    /// snapCount: txns between background snapshots [default: 100000].
+    #[arg(long)]
+    pub snap_count: Option<u64>,
     /// Start even when the WAL is corrupt before its tail, discarding everything from the
     /// first bad record on (by default the server refuses and names file and offset).
     #[arg(long)]
@@ -63,35 +89,125 @@ fn parse_fsync(text: &str) -> Result<FsyncMode, String> {
     }
 }
 
+/// Reads `--config`, if any.
+fn read_config(path: Option<&Path>) -> Result<Option<ZooCfg>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let cfg = ZooCfg::parse_named(path, &text).with_context(|| format!("{}", path.display()))?;
+    Ok(Some(cfg))
+}
+
+/// ZooKeeper's defaults, then the file, then the flags given.
+fn server_config(args: &ServeArgs, file: Option<ZooCfg>) -> ServerConfig {
+    let mut c = match file {
+        Some(cfg) => cfg.server,
+        None => ServerConfig::default(),
+    };
+    if c.data_dir.is_none() {
+        c.data_dir = Some(PathBuf::from("data"));
+    }
+    let port = args.port.unwrap_or(c.listen.port());
+    let host = args.host.unwrap_or(c.listen.ip());
+    c.listen = SocketAddr::new(host, port);
+    if let Some(ms) = args.tick_time {
+        c.tick_time = Duration::from_millis(ms);
+    }
+    c.extended_types |= args.extended_types;
+    if let Some(d) = args.container_check_interval {
+        c.container_check_interval = d;
+    }
+    if let Some(w) = &args.four_letter_words {
+        c.four_letter_words = w.clone();
+    }
+    if let Some(n) = args.max_client_cnxns {
+        c.limits.max_client_cnxns = n;
+    }
+    if let Some(d) = &args.super_digest {
+        c.super_digest = Some(d.clone());
+    }
+    if let Some(p) = args.admin_port {
+        c.admin_listen = Some(SocketAddr::new(host, p));
+    }
+    if let Some(d) = &args.data_dir {
+        c.data_dir = Some(d.clone());
+    }
+    if args.in_memory {
+        c.data_dir = None;
+    }
+    if let Some(f) = args.fsync {
+        c.fsync = f;
+    }
+    if let Some(n) = args.snap_count {
+        c.snap_count = n;
+    }
+    c.truncate_corrupt |= args.truncate_corrupt;
+    c
+}
+
+/// The log filter: `--log-level`, else the file's `logLevel`, else RUST_LOG, else info.
+fn log_filter(flag: Option<&str>, file: Option<&ZooCfg>) -> Result<EnvFilter> {
+    let directive = flag.or_else(|| file.and_then(|c| c.log_level.as_deref()));
+    match directive {
+        Some(d) => EnvFilter::try_new(d).with_context(|| format!("bad log level {d:?}")),
+        None => Ok(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"))),
+    }
+}
+
 /// Runs the server until a signal arrives.
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    let file = read_config(args.config.as_deref())?;
+    let (filter, reload) = reload::Layer::new(log_filter(args.log_level.as_deref(), file.as_ref())?);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
         .init();
+    if let Some(cfg) = &file {
+        for warning in &cfg.warnings {
+            tracing::warn!("{warning}");
+        }
+    }
 
-    let config = ServerConfig {
-        listen: SocketAddr::new(args.host, args.port),
-        tick_time: Duration::from_millis(args.tick_time),
-        extended_types: args.extended_types,
-        container_check_interval: args.container_check_interval,
-        four_letter_words: args.four_letter_words,
-        data_dir: (!args.in_memory).then_some(args.data_dir),
-        fsync: args.fsync,
-        snap_count: args.snap_count,
-        truncate_corrupt: args.truncate_corrupt,
-        ..ServerConfig::default()
-    };
+    let config = server_config(&args, file);
     let server = Server::start(config)
         .await
         .context("cannot start the server")?;
     // On stdout, alone on its line, so scripts and tests can read the real port.
     println!("zkit serve listening on {}", server.addr());
+    if let Some(admin) = server.config().admin_listen {
+        println!("zkit serve admin endpoint on http://{admin}/");
+    }
+
+    let reload_log_level = async {
+        let mut hangups = hangup_signals()?;
+        while hangups.recv().await.is_some() {
+            // Re-read the file's logLevel (or RUST_LOG/info): the flag is not re-read, the
+            // point of SIGHUP being to change the level without a restart.
+            let filter = read_config(args.config.as_deref())
+                .and_then(|file| log_filter(None, file.as_ref()));
+            match filter {
+                Ok(filter) => {
+                    let shown = filter.to_string();
+                    match reload.reload(filter) {
+                        Ok(()) => tracing::warn!(filter = %shown, "SIGHUP: log level reloaded"),
+                        Err(err) => tracing::error!(%err, "SIGHUP: cannot reload the log level"),
+                    }
+                }
+                Err(err) => tracing::error!("SIGHUP: keeping the log level: {err:#}"),
+            }
+        }
+        Ok::<(), anyhow::Error>(())
+    };
 
     tokio::select! {
         signal = shutdown_signal() => signal?,
+        reloaded = reload_log_level => reloaded?,
         () = server.stopped() => {
             server.stop().await;
             anyhow::bail!("the server stopped on its own (see the log)");
@@ -100,6 +216,29 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     tracing::info!("signal received, stopping");
     server.stop().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGHUP deliveries (never on non-Unix systems).
+#[cfg(unix)]
+fn hangup_signals() -> Result<tokio::sync::mpsc::Receiver<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            if tx.send(()).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+#[cfg(not(unix))]
+fn hangup_signals() -> Result<tokio::sync::mpsc::Receiver<()>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    std::mem::forget(tx); // never fires
+    Ok(rx)
 }
 
 #[cfg(unix)]

@@ -22,6 +22,15 @@ use crate::wire::{body, op, AclEntry, Connected, Incoming, WireClient, REPLY_TIM
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
     pub addr: SocketAddr,
+    pub server: Server,
+}
+
+/// Which implementation a [`Target`] is. Scenarios do not branch on it, except through
+/// [`Ctx::known_difference`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    Apache,
+    Zkit,
 }
 
 /// A running embedded zkit server.
@@ -80,7 +89,10 @@ pub type Scenario = fn(Ctx) -> Pin<Box<dyn Future<Output = Result<()>> + Send>>;
 pub async fn run(name: &str, scenario: Scenario) {
     let apache = match apache_addr() {
         Some(addr) => {
-            let t = Target { addr };
+            let t = Target {
+                addr,
+                server: Server::Apache,
+            };
             Some(run_one(name, t, scenario).await)
         }
         None => None,
@@ -101,6 +113,7 @@ pub async fn run(name: &str, scenario: Scenario) {
         name,
         Target {
             addr: server.addr(),
+            server: Server::Zkit,
         },
         scenario,
     )
@@ -193,6 +206,39 @@ impl Ctx {
 
     pub fn note(&self, s: impl Into<String>) {
         self.tr.lock().expect("transcript lock").note(s);
+    }
+
+    /// Where the transcript is now; pass it to [`Ctx::known_difference`].
+    pub fn mark(&self) -> usize {
+        self.tr.lock().expect("transcript lock").len()
+    }
+
+    /// A deliberate, documented difference between Apache ZooKeeper and zkit: asserts that
+    /// the lines logged since `mark` are exactly `apache` (zxids shown as `z*`) on Apache and
+    /// exactly `zkit` on zkit, then replaces them with one line naming the difference, the same
+    /// on both servers, so the comparison still covers everything around it. Any other
+    /// outcome fails the scenario. The caller's comment must say why zkit differs.
+    pub fn known_difference(
+        &self,
+        mark: usize,
+        what: &str,
+        apache: &[&str],
+        zkit: &[&str],
+    ) -> Result<()> {
+        let observed = self.tr.lock().expect("transcript lock").take_from(mark);
+        let expected = match self.target.server {
+            Server::Apache => apache,
+            Server::Zkit => zkit,
+        };
+        anyhow::ensure!(
+            observed == expected,
+            "known difference {what:?}: on {:?} expected {expected:#?}, observed {observed:#?}",
+            self.target.server
+        );
+        self.note(format!(
+            "KNOWN DIFFERENCE {what}: apache {apache:?}, zkit {zkit:?}"
+        ));
+        Ok(())
     }
 
     /// A new session with a 30 s timeout.

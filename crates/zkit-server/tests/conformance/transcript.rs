@@ -70,6 +70,30 @@ impl Transcript {
         self.lines.push(Line::default().text(s));
     }
 
+    /// Number of lines so far.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Removes the lines from index `from` on and returns them rendered with every zxid as
+    /// `z*` (ranks are only meaningful over a whole transcript) and the root as `/R`.
+    pub fn take_from(&mut self, from: usize) -> Vec<String> {
+        let taken = self.lines.split_off(from.min(self.lines.len()));
+        taken
+            .iter()
+            .map(|l| {
+                let mut s = String::new();
+                for t in &l.0 {
+                    match t {
+                        Tok::T(t) => s.push_str(t),
+                        Tok::Z(_) => s.push_str("z*"),
+                    }
+                }
+                s.replace(&self.root, "/R")
+            })
+            .collect()
+    }
+
     /// Names a session id (`s1`, `s2`, … in order of first registration).
     pub fn register_session(&mut self, id: i64) -> String {
         let n = self.sessions.len() + 1;

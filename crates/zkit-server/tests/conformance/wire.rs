@@ -15,7 +15,9 @@ use anyhow::{bail, Context, Result};
 use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkit_proto::codec::{put_bool, put_buffer, put_i32, put_i64, put_string_vec, put_ustring};
+use zkit_proto::codec::{
+    put_bool, put_buffer, put_i32, put_i64, put_opt_buffer, put_string_vec, put_ustring,
+};
 use zkit_proto::Reader;
 
 /// How long to wait for a packet before calling the server silent. Generous: Apache under a
@@ -293,9 +295,21 @@ pub mod body {
         flags: i32,
         ttl: Option<i64>,
     ) -> BytesMut {
+        create_opt(path, Some(data), acl_list, flags, ttl)
+    }
+
+    /// [`create`] whose data may be null (`None`: buffer length -1, what zkCli's
+    /// `create /a` without data sends).
+    pub fn create_opt(
+        path: &str,
+        data: Option<&[u8]>,
+        acl_list: &[AclEntry],
+        flags: i32,
+        ttl: Option<i64>,
+    ) -> BytesMut {
         let mut b = BytesMut::new();
         put_ustring(&mut b, path);
-        put_buffer(&mut b, data);
+        put_opt_buffer(&mut b, data);
         acl(&mut b, acl_list);
         put_i32(&mut b, flags);
         if let Some(ttl) = ttl {
@@ -329,9 +343,14 @@ pub mod body {
     }
 
     pub fn set_data(path: &str, data: &[u8], version: i32) -> BytesMut {
+        set_data_opt(path, Some(data), version)
+    }
+
+    /// [`set_data`] whose data may be null (`None`: buffer length -1).
+    pub fn set_data_opt(path: &str, data: Option<&[u8]>, version: i32) -> BytesMut {
         let mut b = BytesMut::new();
         put_ustring(&mut b, path);
-        put_buffer(&mut b, data);
+        put_opt_buffer(&mut b, data);
         put_i32(&mut b, version);
         b
     }

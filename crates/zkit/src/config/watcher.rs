@@ -101,6 +101,8 @@ pub struct ConfigWatcher {
     dead_generation: Option<u64>,
     pending: BTreeSet<String>,
     need_resync: bool,
+    /// The persistent watch must be added again on this connection (see `handle_event`).
+    need_rewatch: bool,
     queue: VecDeque<ConfigChange>,
     state_rx: watch::Receiver<SessionEvent>,
 }
@@ -153,6 +155,7 @@ impl ConfigWatcher {
             dead_generation: None,
             pending: BTreeSet::new(),
             need_resync: true,
+            need_rewatch: false,
             queue: VecDeque::new(),
             state_rx: session.watch_state(),
         })
@@ -277,6 +280,20 @@ impl ConfigWatcher {
                 oneshots: FuturesUnordered::new(),
             });
             self.need_resync = true;
+            self.need_rewatch = false;
+        }
+        if self.need_rewatch {
+            if let Some(active) = self.active.as_mut() {
+                let watcher = active
+                    .client
+                    .watch(&self.root, zk::AddWatchMode::PersistentRecursive)
+                    .await?;
+                // Registered before the old one is dropped, so dropping it sends no
+                // RemoveWatches for the path.
+                active.persistent = Some(watcher);
+            }
+            self.need_rewatch = false;
+            self.need_resync = true;
         }
         if self.need_resync {
             return self.resync().await;
@@ -297,6 +314,7 @@ impl ConfigWatcher {
             // The old one-shot watches are superseded: the new ones were set by this read.
             active.oneshots = watchers.into_iter().collect();
         }
+        tracing::trace!(root = %self.root, nodes = nodes.len(), watches = active.oneshots.len(), "config watcher resync");
         // Everything pending is covered by the full read.
         self.pending.clear();
         self.need_resync = false;
@@ -364,12 +382,22 @@ impl ConfigWatcher {
 
     fn handle_event(&mut self, event: zk::WatchedEvent) {
         use zk::{EventType, SessionState as Raw};
+        tracing::trace!(root = %self.root, ?event, "config watcher event");
         match event.event_type {
             EventType::Session => match event.session_state {
                 Raw::Disconnected => {}
                 // Same session back: events of the disconnected time are not replayed to
-                // persistent watches (ZOOKEEPER-4698), so re-read everything.
-                Raw::SyncConnected | Raw::ConnectedReadOnly => self.need_resync = true,
+                // persistent watches (ZOOKEEPER-4698), so re-read everything. And add the
+                // persistent watch again: zookeeper-client 0.11.2 does not re-send persistent
+                // watches on reconnect (`resend_watches` computes `index.max(index)`, so it
+                // always sends the old SetWatches with data/exist/child paths only), and
+                // the server forgets watches of the old connection.
+                Raw::SyncConnected | Raw::ConnectedReadOnly => {
+                    self.need_resync = true;
+                    if self.mode == WatchMode::Persistent {
+                        self.need_rewatch = true;
+                    }
+                }
                 // Terminal: this client's watchers must not be polled again (the persistent
                 // one panics after a terminal event).
                 Raw::Expired | Raw::AuthFailed | Raw::Closed => {

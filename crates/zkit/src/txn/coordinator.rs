@@ -265,7 +265,7 @@ impl Transaction {
         )
         .await?;
         tracing::debug!(txid, decision = decision.word(), by, "txn: decided");
-        await_acks(
+        let all_acked = await_acks(
             &inner.session,
             &inner.stop,
             layout,
@@ -274,6 +274,21 @@ impl Transaction {
             Instant::now() + inner.options.ack_timeout,
         )
         .await?;
+        // Done with it: let it be collected (now, if everyone acked; else by the last ack).
+        let owner = layout.owner(txid);
+        retrying(&inner.session, &inner.stop, |client| {
+            let owner = &owner;
+            async move {
+                match client.delete(owner, None).await {
+                    Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                    Err(err) => Err(err),
+                }
+            }
+        })
+        .await?;
+        if all_acked {
+            zkops::collect(&inner.session.client(), layout, txid).await;
+        }
         Ok(decision.into())
     }
 }
@@ -290,6 +305,7 @@ async fn write_tree(
     let inner = &c.inner;
     let layout = &inner.layout;
     let options = zkops::persistent();
+    let ephemeral = zkops::ephemeral();
     let mut paths = vec![
         (layout.txn(txid), Vec::new()),
         (layout.votes(txid), Vec::new()),
@@ -302,11 +318,13 @@ async fn write_tree(
     let written = retrying(&inner.session, &inner.stop, |client| {
         let paths = &paths;
         let options = &options;
+        let ephemeral = &ephemeral;
         async move {
             let mut multi = client.new_multi_writer();
             for (path, data) in paths {
                 multi.add_create(path, data, options)?;
             }
+            multi.add_create(&layout.owner(txid), &[], &ephemeral)?;
             match multi.commit().await {
                 Ok(_) => Ok(true),
                 Err(err) => match zk::Error::from(err) {

@@ -96,6 +96,11 @@ impl Layout {
     pub fn decision(&self, txid: &str) -> String {
         format!("{}/{txid}/decision", self.root)
     }
+    /// `<txid>/owner`: ephemeral, the coordinator running `commit()`; while it exists the
+    /// transaction is not collected, so its coordinator can always read the decision.
+    pub fn owner(&self, txid: &str) -> String {
+        format!("{}/{txid}/owner", self.root)
+    }
     /// `<txid>/acks`.
     pub fn acks(&self, txid: &str) -> String {
         format!("{}/{txid}/acks", self.root)

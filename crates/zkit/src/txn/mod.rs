@@ -28,6 +28,7 @@
 //! | `<txid>/votes/<participant>` | persistent | `yes` or `no: <reason>` |
 //! | `<txid>/decision` | persistent, **created once** (first writer wins) | JSON `{"decision","reason","by"}` |
 //! | `<txid>/acks/<participant>` | persistent | empty |
+//! | `<txid>/owner` | ephemeral, the coordinator while `commit()` runs | empty |
 //!
 //! The whole `<txid>` tree and the inbox entries are created in one `multi`, so a participant
 //! never sees half a transaction. The inbox (beyond the seed) lets a participant watch only its
@@ -41,8 +42,11 @@
 //! - Presumed abort: votes missing at the prepare deadline → abort.
 //! - A restarted participant resolves its in-doubt transactions (prepared, outcome not applied)
 //!   from `decision` before it takes new work.
-//! - Finished transactions are garbage-collected by the last participant to acknowledge, so
-//!   nothing is deleted while someone still needs to read it.
+//! - Finished transactions are garbage-collected once every participant acknowledged and the
+//!   coordinator is done with it (its ephemeral `owner` node is gone: a collecting `multi`
+//!   fails with `NotEmpty` while it exists), by whoever sees that last: the coordinator, the
+//!   last participant to ack, or the recovering leader for a dead coordinator's transaction.
+//!   Nothing is deleted while someone still needs to read it.
 //!
 //! All waiting is on watches (children of `votes/`, `acks/`, `inbox/<p>`, `coordinators/live`,
 //! existence of `decision`) and session state changes, never on polling.

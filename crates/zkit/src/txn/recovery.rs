@@ -170,6 +170,8 @@ struct Known {
     header: PrepareHeader,
     decided: bool,
     resuming: bool,
+    /// Whether collecting it was tried after its coordinator died.
+    collect_tried: bool,
 }
 
 async fn lead_loop(ctx: &Arc<Ctx>, stop: &CancellationToken) -> Result<(), TxnError> {
@@ -206,6 +208,7 @@ async fn lead_loop(ctx: &Arc<Ctx>, stop: &CancellationToken) -> Result<(), TxnEr
                         header,
                         decided,
                         resuming: false,
+                        collect_tried: false,
                     },
                 );
             }
@@ -213,6 +216,12 @@ async fn lead_loop(ctx: &Arc<Ctx>, stop: &CancellationToken) -> Result<(), TxnEr
         let now = now_ms();
         let mut look_again: Option<u64> = None;
         for (txid, txn) in known.iter_mut() {
+            if txn.decided && !txn.collect_tried && !live.contains(&txn.header.coordinator) {
+                // Everyone may have acked while the coordinator still owned it, and nobody
+                // acks again: the dead coordinator's leftovers are ours to collect.
+                txn.collect_tried = true;
+                collect_if_acked(&ctx.session.client(), layout, txid, &txn.header).await;
+            }
             if txn.decided || txn.resuming {
                 continue;
             }
@@ -300,6 +309,16 @@ async fn read_prepare(
     };
     let decided = matches!(it.next(), Some(zk::MultiReadResult::Data { .. }));
     Ok(Some((header, decided)))
+}
+
+/// Collects `txid` if every participant acknowledged.
+async fn collect_if_acked(client: &zk::Client, layout: &Layout, txid: &str, header: &PrepareHeader) {
+    if let Ok(acks) = client.list_children(&layout.acks(txid)).await {
+        let acks: BTreeSet<String> = acks.into_iter().collect();
+        if zkops::all_acked(&header.participants, &acks) {
+            zkops::collect(client, layout, txid).await;
+        }
+    }
 }
 
 /// Takes over `txid`: collect the votes (watching, until the deadline), then decide by create.

@@ -190,6 +190,27 @@ pub async fn truncated_records(ctx: Ctx) -> Result<()> {
     put_i32(&mut b, -1);
     put_bool(&mut b, false);
     case(&ctx, "null path in exists", &request(9, op::EXISTS, &b)).await?;
+    // Where Apache dereferences the path before validating it, a null path is a
+    // NullPointerException → MarshallingError (for a write, logged as an error txn);
+    // setData/setACL/check validate first → BadArguments.
+    for (label, opcode, rest) in [
+        ("null path in getData", op::GET_DATA, &[0u8][..]),
+        ("null path in getACL", op::GET_ACL, &[][..]),
+        ("null path in delete", op::DELETE, &[0xff; 4][..]),
+        // data null, no ACL entries, flags 0.
+        (
+            "null path in create",
+            op::CREATE,
+            &[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0][..],
+        ),
+        ("null path in setData", op::SET_DATA, &[0xff; 8][..]),
+        ("null path in checkWatches", op::CHECK_WATCHES, &[0, 0, 0, 2][..]),
+    ] {
+        let mut b = BytesMut::new();
+        put_i32(&mut b, -1);
+        b.put_slice(rest);
+        case(&ctx, label, &request(9, opcode, &b)).await?;
+    }
     let mut b = BytesMut::new();
     put_ustring(&mut b, &ctx.p("/y"));
     put_i32(&mut b, -1); // null data
@@ -258,7 +279,32 @@ pub async fn truncated_records(ctx: Ctx) -> Result<()> {
         &request(-8, op::SET_WATCHES, &b),
     )
     .await?;
-    Ok(())
+
+    // Apache's PrepRequestProcessor gives a write its txn header (and zxid) before reading
+    // the body, so an undecodable write is logged as an error txn: its reply carries a new
+    // zxid, between the writes around it. An undecodable read consumes nothing.
+    ctx.note("-- undecodable writes consume a zxid");
+    let mut c = ctx.client().await?;
+    c.create(&ctx.p("/before"), "", PERSISTENT).await?;
+    let create = body::create(&ctx.p("/x"), b"data", &crate::wire::open_acl(), 0, None);
+    c.call("create cut inside the path", op::CREATE, &create[..6])
+        .await?;
+    let delete = body::path_int(&ctx.p("/before"), -1);
+    c.call(
+        "delete without the version",
+        op::DELETE,
+        &delete[..delete.len() - 4],
+    )
+    .await?;
+    let mut null_path = BytesMut::new();
+    put_i32(&mut null_path, -1);
+    put_i32(&mut null_path, -1);
+    c.call("delete with a null path", op::DELETE, &null_path)
+        .await?;
+    c.call("exists with a null path", op::EXISTS, &[0xff, 0xff, 0xff, 0xff, 0])
+        .await?;
+    c.create(&ctx.p("/after"), "", PERSISTENT).await?;
+    c.close().await
 }
 
 /// Sends `bytes` as the very first thing on a new connection and logs the reaction.

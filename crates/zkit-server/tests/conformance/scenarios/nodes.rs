@@ -5,7 +5,7 @@
 use anyhow::Result;
 
 use crate::harness::Ctx;
-use crate::wire::{op, open_acl, AclEntry};
+use crate::wire::{body, op, open_acl, AclEntry};
 
 pub const PERSISTENT: i32 = 0;
 pub const EPHEMERAL: i32 = 1;
@@ -44,11 +44,28 @@ pub async fn create_modes_and_stats(ctx: Ctx) -> Result<()> {
     c.create2(&ctx.p("/c-via-create2"), "", CONTAINER).await?;
     c.create2(&ctx.p("/t-via-create2"), "", PERSISTENT_WITH_TTL)
         .await?;
-    // A create with null data (-1 length) stores empty data.
+    // Null data (buffer length -1, what zkCli's `create /a` sends) is kept: getData returns
+    // null again (zkCli prints "null"), dataLength is 0, and it is not the same as empty.
     c.call(
         "create(/R/nulldata, data=null)",
         op::CREATE2,
-        &null_data_create(&ctx.p("/nulldata")),
+        &body::create_opt(&ctx.p("/nulldata"), None, &open_acl(), 0, None),
+    )
+    .await?;
+    c.get_data(&ctx.p("/nulldata"), false).await?;
+    c.multi_read(
+        "getData of null data",
+        &[body::SubOp::GetData {
+            path: &ctx.p("/nulldata"),
+        }],
+    )
+    .await?;
+    c.set_data(&ctx.p("/nulldata"), "", -1).await?;
+    c.get_data(&ctx.p("/nulldata"), false).await?;
+    c.call(
+        "setData(/R/nulldata, data=null)",
+        op::SET_DATA,
+        &body::set_data_opt(&ctx.p("/nulldata"), None, -1),
     )
     .await?;
     c.get_data(&ctx.p("/nulldata"), false).await?;
@@ -59,16 +76,6 @@ pub async fn create_modes_and_stats(ctx: Ctx) -> Result<()> {
     c.get_children2(&ctx.p(""), false).await?;
     c.get_data(&ctx.p(""), false).await?;
     c.close().await
-}
-
-fn null_data_create(path: &str) -> bytes::BytesMut {
-    use zkit_proto::codec::{put_i32, put_ustring};
-    let mut b = bytes::BytesMut::new();
-    put_ustring(&mut b, path);
-    put_i32(&mut b, -1);
-    crate::wire::body::acl(&mut b, &open_acl());
-    put_i32(&mut b, 0);
-    b
 }
 
 pub async fn create_errors_in_order(ctx: Ctx) -> Result<()> {

@@ -1,0 +1,135 @@
+//! Limits against abusive clients: `maxClientCnxns` per IP, and back-pressure on a client that
+//! pipelines requests without reading its replies (it is throttled; others keep being served).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{four_letter, Raw, WAIT};
+use zkit_proto::{CreateRequest, PathWatchRequest, Request};
+use zkit_server::{Limits, Server, ServerConfig};
+
+#[tokio::test]
+async fn max_client_cnxns_refuses_the_connection_over_the_limit() {
+    let server = Server::start(ServerConfig {
+        limits: Limits {
+            max_client_cnxns: 2,
+            ..Limits::default()
+        },
+        ..ServerConfig::ephemeral()
+    })
+    .await
+    .unwrap();
+    let (mut first, _) = Raw::session(server.addr()).await;
+    let (_second, _) = Raw::session(server.addr()).await;
+    // The third from 127.0.0.1 is closed before anything is read, as Apache does.
+    let mut third = Raw::connect(server.addr()).await;
+    third.expect_closed().await;
+    first.ping().await;
+    // A freed place can be taken again (the server notices the close asynchronously).
+    drop(first);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut again = Raw::connect(server.addr()).await;
+        let request = zkit_proto::ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out: 30_000,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        };
+        again
+            .send_frame(|b| zkit_proto::Record::encode(&request, b))
+            .await;
+        if again.read_frame().await.is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the freed place never came back");
+        tokio::task::yield_now().await;
+    }
+    server.stop().await;
+}
+
+/// A client that sends thousands of requests for large replies and never reads is stopped
+/// being read after `max_outstanding_per_connection` (plus what fits in the socket buffers),
+/// while another client's requests on the same server complete.
+#[tokio::test]
+async fn a_flooding_client_is_throttled_and_others_are_served() {
+    let server = Server::start(ServerConfig {
+        limits: Limits {
+            max_outstanding_per_connection: 16,
+            ..Limits::unlimited_connections()
+        },
+        ..ServerConfig::ephemeral()
+    })
+    .await
+    .unwrap();
+    let addr = server.addr();
+    let (mut setup, _) = Raw::session(addr).await;
+    setup
+        .send_request(
+            1,
+            &Request::Create(CreateRequest {
+                path: "/big".into(),
+                data: Some(vec![7; 512 * 1024]),
+                acl: zkit_core::tree::open_acl(),
+                flags: 0,
+            }),
+        )
+        .await;
+    let (header, _) = setup.read_reply().await.expect("create reply");
+    assert_eq!(header.err, 0);
+
+    // The flooder: 4000 pipelined getData of a 512 KiB node, replies never read (~2 GiB).
+    const FLOOD: i32 = 4000;
+    let (mut flooder, _) = Raw::session(addr).await;
+    let mut frames = bytes::BytesMut::new();
+    for xid in 1..=FLOOD {
+        let get = Request::GetData(PathWatchRequest {
+            path: "/big".into(),
+            watch: false,
+        });
+        zkit_proto::frame::encode_frame(&mut frames, |b| get.encode(xid, b));
+    }
+    // ~100 KB: fits in the socket buffers, so this write does not depend on the server.
+    flooder.send_raw(&frames).await;
+
+    // Another client keeps being served.
+    let started = Instant::now();
+    let (mut normal, _) = Raw::session(addr).await;
+    for xid in 1..=200 {
+        normal
+            .send_request(
+                xid,
+                &Request::Exists(PathWatchRequest {
+                    path: "/big".into(),
+                    watch: false,
+                }),
+            )
+            .await;
+        let (header, _) = normal.read_reply().await.expect("exists reply");
+        assert_eq!((header.xid, header.err), (xid, 0));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the normal client took {:?}",
+        started.elapsed()
+    );
+
+    // The server read only a bounded part of the flood: `cons` shows each connection's count.
+    let cons = four_letter(addr, "cons").await;
+    let received: Vec<u64> = cons
+        .lines()
+        .filter_map(|l| l.split("recved=").nth(1))
+        .filter_map(|r| r.split(',').next()?.parse().ok())
+        .collect();
+    let most = received.iter().copied().max().unwrap_or(0);
+    assert!(
+        most < 1000,
+        "the flooder was read without limit ({most} of {FLOOD} requests):\n{cons}"
+    );
+    assert!(most > 16, "the flooder was not read at all?\n{cons}");
+    drop(flooder);
+    server.stop().await;
+}
