@@ -32,10 +32,6 @@ pub enum DecodeError {
     /// A length or count is below -1 or larger than the bytes that remain.
     #[error("invalid length or count {0}")]
     InvalidLength(i64),
-    /// A `ustring` is not UTF-8. Not produced by [`Reader`], whose string reads decode
-    /// lossily as Java does; kept for callers that need strict text.
-    #[error("string is not valid UTF-8")]
-    InvalidUtf8,
     /// A request path is null (length -1). Apache ZooKeeper dereferences it and answers the
     /// resulting `NullPointerException` with MarshallingError; see [`Reader::read_path`].
     #[error("null path")]

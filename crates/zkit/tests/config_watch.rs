@@ -251,8 +251,11 @@ async fn one_shot_fallback_follows_creations_changes_and_deletions() {
         let mut watcher =
             ConfigWatcher::with_options(&watcher_session, &root, options).expect("watcher");
         assert_eq!(watcher.mode(), WatchMode::OneShot);
+        // The node exists in the initial snapshot, so its deletion must be reported.
+        store.write("x/y", b"0").await.unwrap();
+        watcher.load().await.unwrap();
         let writes = tokio::spawn(async move {
-            for i in 0..200u32 {
+            for i in 1..200u32 {
                 store.write("x/y", i.to_string().as_bytes()).await.unwrap();
             }
             store.delete("x/y").await.unwrap();

@@ -323,7 +323,7 @@ async fn connect_auth(server: &str, auth: Option<&str>) -> Result<Client> {
         if !user_password.contains(':') {
             anyhow::bail!("--auth expects user:password");
         }
-        connector.auth("digest".to_string(), user_password.as_bytes().to_vec());
+        connector = connector.with_auth("digest", user_password.as_bytes());
     }
     let connecting = connector
         .with_session_timeout(SESSION_TIMEOUT)

@@ -204,7 +204,11 @@ pub async fn truncated_records(ctx: Ctx) -> Result<()> {
             &[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0][..],
         ),
         ("null path in setData", op::SET_DATA, &[0xff; 8][..]),
-        ("null path in checkWatches", op::CHECK_WATCHES, &[0, 0, 0, 2][..]),
+        (
+            "null path in checkWatches",
+            op::CHECK_WATCHES,
+            &[0, 0, 0, 2][..],
+        ),
     ] {
         let mut b = BytesMut::new();
         put_i32(&mut b, -1);
@@ -301,8 +305,12 @@ pub async fn truncated_records(ctx: Ctx) -> Result<()> {
     put_i32(&mut null_path, -1);
     c.call("delete with a null path", op::DELETE, &null_path)
         .await?;
-    c.call("exists with a null path", op::EXISTS, &[0xff, 0xff, 0xff, 0xff, 0])
-        .await?;
+    c.call(
+        "exists with a null path",
+        op::EXISTS,
+        &[0xff, 0xff, 0xff, 0xff, 0],
+    )
+    .await?;
     c.create(&ctx.p("/after"), "", PERSISTENT).await?;
     c.close().await
 }
