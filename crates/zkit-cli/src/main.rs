@@ -25,6 +25,29 @@ enum Command {
     Node(cmd::node::NodeCommand),
     /// Start an embedded server and demonstrate what zkit does.
     Demo(cmd::demo::DemoArgs),
+    /// Four-letter-word shortcuts: srvr, mntr, ruok.
+    #[command(flatten)]
+    Admin(cmd::admin::AdminCommand),
+    /// Read or replace a node's ACL.
+    #[command(subcommand)]
+    Acl(cmd::admin::AclCommand),
+    /// Run a command while holding a distributed lock (like flock(1)).
+    Lock(cmd::lock::LockArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// `zkit bench …`.
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Lock acquire+release cycles per second and acquire latency.
+    Lock(cmd::bench_lock::BenchLockArgs),
+}
+
+/// A command's own exit code (0–255) as the process's.
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
 #[tokio::main]
@@ -34,6 +57,10 @@ async fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args).await,
         Command::Node(command) => cmd::node::run(command).await,
         Command::Demo(args) => cmd::demo::run(args).await,
+        Command::Admin(command) => cmd::admin::run(command).await,
+        Command::Acl(command) => cmd::admin::run_acl(command).await,
+        Command::Lock(args) => cmd::lock::run(args).await.map(exit_code),
+        Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),
     };
     match result {
         Ok(code) => code,

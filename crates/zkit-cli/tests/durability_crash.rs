@@ -46,7 +46,13 @@ impl Drop for Server {
 
 fn serve(dir: &Path, snap_count: u32) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zkit"))
-        .args(["serve", "--port", "0", "--snap-count", &snap_count.to_string()])
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--snap-count",
+            &snap_count.to_string(),
+        ])
         .arg("--data-dir")
         .arg(dir)
         .env("RUST_LOG", "warn")
@@ -136,7 +142,11 @@ async fn write_until_error(
                     }
                 };
                 pending = vec![
-                    (path.clone(), before.clone(), Some((data.clone(), version + 1))),
+                    (
+                        path.clone(),
+                        before.clone(),
+                        Some((data.clone(), version + 1)),
+                    ),
                     (partner.clone(), partner_before, partner_after.clone()),
                 ];
                 let set_after = Some((data.clone(), version + 1));
@@ -154,7 +164,11 @@ async fn write_until_error(
                     })
             }
             Some((_, version)) => {
-                pending = vec![(path.clone(), before.clone(), Some((data.clone(), version + 1)))];
+                pending = vec![(
+                    path.clone(),
+                    before.clone(),
+                    Some((data.clone(), version + 1)),
+                )];
                 tokio::time::timeout(OP_TIMEOUT, zk.set_data(&path, &data, Some(*version)))
                     .await
                     .ok()
@@ -193,9 +207,7 @@ async fn verify(
         let mut expected = model.clone();
         if let Some(pending) = pending {
             let applied = pending.iter().all(|(p, _, after)| actual[p] == *after);
-            let not_applied = pending
-                .iter()
-                .all(|(p, before, _)| actual[p] == *before);
+            let not_applied = pending.iter().all(|(p, before, _)| actual[p] == *before);
             assert!(
                 applied || not_applied,
                 "round {round}: write in flight half-applied: {pending:?} vs {actual:?}"
@@ -303,5 +315,8 @@ async fn acknowledged_writes_survive_kill_9() {
         "{ROUNDS} rounds, {total_acks} acknowledged writes verified in {:?}",
         started.elapsed()
     );
-    assert!(total_acks > ROUNDS * CLIENTS, "too few writes to mean anything");
+    assert!(
+        total_acks > ROUNDS * CLIENTS,
+        "too few writes to mean anything"
+    );
 }

@@ -20,7 +20,9 @@ while :; do echo "$ZKIT_FENCING_TOKEN $ZKIT_LEADER_ID tick" >> "$LOG"; sleep 0.0
 
 fn elector(server: &str, path: &str, id: &str, log: &Path, timeout: Duration) -> Child {
     Command::new(env!("CARGO_BIN_EXE_zkit"))
-        .args(["elect", path, "--id", id, "--server", server, "--grace", "2s"])
+        .args([
+            "elect", path, "--id", id, "--server", server, "--grace", "2s",
+        ])
         .args(["--session-timeout", &format!("{}ms", timeout.as_millis())])
         .args(["--", "sh", "-c", LEADER_LOOP])
         .env("LOG", log)
@@ -88,7 +90,11 @@ async fn kill9_leader_then_new_leader(server: &str, name: &str, timeout: Duratio
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("log");
     let _ = std::fs::remove_file(&log);
-    let path = format!("/elect-{}-{name}-{}", std::process::id(), rand::random::<u32>());
+    let path = format!(
+        "/elect-{}-{name}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    );
     let mut children: Vec<(String, Child)> = (0..3)
         .map(|i| {
             let id = format!("e{i}");
@@ -131,7 +137,10 @@ async fn kill9_leader_then_new_leader(server: &str, name: &str, timeout: Duratio
         .iter()
         .position(|(t, _, w)| *t == token3 && w == "start")
         .unwrap();
-    assert!(stop2 < start3, "{name}: next leader started before the old CMD stopped");
+    assert!(
+        stop2 < start3,
+        "{name}: next leader started before the old CMD stopped"
+    );
     assert_tokens_monotonic(&entries, name);
     for (_, child) in &children {
         kill_group(child);
@@ -165,5 +174,11 @@ async fn kill9_of_the_leader_elects_a_new_one_in_time_on_apache() {
         return;
     };
     // scripts/apache-zk: tickTime 2000, so the minimum (and our) session timeout is 4 s.
-    kill9_leader_then_new_leader(&addr, "apache", Duration::from_secs(4), Duration::from_secs(2)).await;
+    kill9_leader_then_new_leader(
+        &addr,
+        "apache",
+        Duration::from_secs(4),
+        Duration::from_secs(2),
+    )
+    .await;
 }

@@ -21,6 +21,33 @@ async fn four_letter(addr: &str, word: &str) -> String {
     out
 }
 
+type Lines<R> = tokio::io::Lines<BufReader<R>>;
+
+async fn next_line<R: tokio::io::AsyncRead + Unpin>(lines: &mut Lines<R>) -> String {
+    tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .expect("a line in time")
+        .unwrap()
+        .expect("output ended")
+}
+
+/// Reads lines until one contains `needle` (bounded by WAIT).
+async fn wait_for<R: tokio::io::AsyncRead + Unpin>(lines: &mut Lines<R>, needle: &str) {
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(WAIT, async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            let hit = l.contains(needle);
+            seen.push(l);
+            if hit {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(matches!(found, Ok(true)), "no {needle:?} in {seen:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_file_flags_warnings_admin_and_sighup() {
     let dir = tempfile::tempdir().unwrap();
@@ -49,48 +76,27 @@ async fn config_file_flags_warnings_admin_and_sighup() {
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut next = || async {
-        tokio::time::timeout(WAIT, stdout.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-    };
-    let line = next().await;
+    let line = next_line(&mut stdout).await;
     let addr = line
         .strip_prefix("zkit serve listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_string();
-    let line = next().await;
-    assert!(line.starts_with("zkit serve admin endpoint on http://127.0.0.1:"), "{line}");
+    let line = next_line(&mut stdout).await;
+    assert!(
+        line.starts_with("zkit serve admin endpoint on http://127.0.0.1:"),
+        "{line}"
+    );
 
     let conf = four_letter(&addr, "conf").await;
     assert!(conf.contains("tickTime=700\n"), "the flag wins: {conf}");
     assert!(conf.contains("maxClientCnxns=5\n"), "{conf}");
     assert_eq!(four_letter(&addr, "ruok").await, "imok");
-    assert!(four_letter(&addr, "srvr").await.contains("not in the whitelist"));
+    assert!(four_letter(&addr, "srvr")
+        .await
+        .contains("not in the whitelist"));
 
     // The ignored key is reported on stderr; then SIGHUP re-reads the level.
-    let mut seen = Vec::new();
-    let mut wait_for = |needle: &'static str| {
-        let lines = &mut stderr;
-        let seen = &mut seen;
-        async move {
-            tokio::time::timeout(WAIT, async {
-                while let Some(l) = lines.next_line().await.unwrap() {
-                    let hit = l.contains(needle);
-                    seen.push(l);
-                    if hit {
-                        return;
-                    }
-                }
-                panic!("stderr ended without {needle:?}: {seen:?}");
-            })
-            .await
-            .unwrap_or_else(|_| panic!("no {needle:?} on stderr"));
-        }
-    };
-    wait_for("initLimit ignored").await;
+    wait_for(&mut stderr, "initLimit ignored").await;
     write_cfg("zkit_server=debug,info");
     let pid = child.id().unwrap().to_string();
     assert!(Command::new("kill")
@@ -99,7 +105,7 @@ async fn config_file_flags_warnings_admin_and_sighup() {
         .await
         .unwrap()
         .success());
-    wait_for("log level reloaded").await;
+    wait_for(&mut stderr, "log level reloaded").await;
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
         .status()
@@ -130,5 +136,8 @@ async fn a_bad_value_is_refused_with_its_line() {
     .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("line 2") && stderr.contains("clientPort"), "{stderr}");
+    assert!(
+        stderr.contains("line 2") && stderr.contains("clientPort"),
+        "{stderr}"
+    );
 }

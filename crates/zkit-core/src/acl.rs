@@ -256,7 +256,11 @@ mod tests {
         );
         // A digest id never matches an ip entry, even with the same text.
         assert_eq!(
-            check(&[acl("ip", "1.2.3.4")], perms::READ, &[id("digest", "1.2.3.4")]),
+            check(
+                &[acl("ip", "1.2.3.4")],
+                perms::READ,
+                &[id("digest", "1.2.3.4")]
+            ),
             Err(ErrorCode::NoAuth)
         );
     }

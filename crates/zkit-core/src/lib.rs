@@ -313,7 +313,10 @@ impl Core {
     /// Live sessions with their expiry deadline (ms since epoch, on a tick boundary; `None`
     /// until the first tick after recovery), for 4lw `dump`.
     pub fn session_deadlines(&self) -> Vec<(i64, Option<i64>)> {
-        self.sessions.iter().map(|(id, s)| (*id, s.deadline)).collect()
+        self.sessions
+            .iter()
+            .map(|(id, s)| (*id, s.deadline))
+            .collect()
     }
 
     /// The connections the core knows (opened by the shell and not yet disconnected).
@@ -1446,7 +1449,10 @@ impl Core {
 
     /// The ACL of `path` (empty when absent), captured for watch delivery.
     fn acl_of(&self, path: &str) -> Vec<zkit_proto::Acl> {
-        self.tree.get(path).map(|n| n.acl.clone()).unwrap_or_default()
+        self.tree
+            .get(path)
+            .map(|n| n.acl.clone())
+            .unwrap_or_default()
     }
 
     /// Fires `event_type` on `path` in the data and/or child table, one event per connection.

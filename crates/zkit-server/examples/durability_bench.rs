@@ -40,7 +40,11 @@ async fn main() -> Result<(), BoxError> {
         None => tempfile::tempdir()?,
     };
     let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(3.0);
-    let nodes: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1_000_000);
+    let nodes: usize = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(1_000_000);
     let per_case = Duration::from_secs_f64(secs);
     println!("dir: {}  ({secs} s per case)", base.path().display());
 

@@ -8,8 +8,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::storage::wal::FsyncMode;
 use crate::storage::durable::DurableOptions;
+pub use crate::storage::wal::FsyncMode;
 use crate::storage::wal::WalOptions;
 use zkit_proto::frame::{DEFAULT_MAX_FRAME, FOUR_LETTER_WORDS};
 

@@ -6,7 +6,7 @@
 //! All of ZooKeeper 3.8's words: conf, cons, crst, dirs, dump, envi, gtmk, hash, isro, mntr,
 //! ruok, srst, srvr, stat, stmk, wchc, wchp, wchs. `hash` answers empty (zkit keeps no digest
 //! log, like a 3.8 server whose digest history is empty); `gtmk`/`stmk` keep the trace mask, which
-//! zkit's tracing does not consult; `dirs` reports 0 until the storage reports sizes.
+//! zkit's tracing does not consult; `dirs` reports the data directory's size for both.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -46,7 +46,10 @@ pub(crate) async fn answer(word: &str, arg: Option<i64>, shared: &Shared) -> Str
             "Connection stats reset.\n".to_string()
         }
         "hash" => String::new(),
-        "cons" => cons(shared, inspect(shared, ConnView::of).await.unwrap_or_default()),
+        "cons" => cons(
+            shared,
+            inspect(shared, ConnView::of).await.unwrap_or_default(),
+        ),
         "wchc" | "wchp" | "dump" => {
             let Some(view) = inspect(shared, WatchView::of).await else {
                 return "This ZooKeeper instance is not currently serving requests\n".to_string();
@@ -64,7 +67,11 @@ pub(crate) async fn answer(word: &str, arg: Option<i64>, shared: &Shared) -> Str
         }
         "conf" => conf(shared),
         "envi" => envi(),
-        "dirs" => "datadir_size: 0\nlogdir_size: 0\n".to_string(),
+        "dirs" => {
+            // zkit keeps log and snapshots in one directory: both sizes are its size.
+            let size = data_dir_size(shared);
+            format!("datadir_size: {size}\nlogdir_size: {size}\n")
+        }
         "srvr" | "stat" | "mntr" | "wchs" => {
             let Some(stats) = core_stats(shared).await else {
                 return "This ZooKeeper instance is not currently serving requests\n".to_string();
@@ -447,22 +454,53 @@ fn monitor(shared: &Shared, stats: &Stats) -> String {
     s
 }
 
-/// `conf`: the settings, ZooKeeper's key names.
+/// `conf`: the settings in ZooKeeper 3.8's order and key names (`ZooKeeperServer.dumpConf`),
+/// then zkit's extra settings. An in-memory server reports an empty dataDir.
 fn conf(shared: &Shared) -> String {
     let c = &shared.config;
     let (min, max) = c.session_timeout_bounds_ms();
+    let dir = c
+        .data_dir
+        .as_ref()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let size = data_dir_size(shared);
     format!(
-        "clientPort={}\nclientPortAddress={}\nsecureClientPort=-1\ntickTime={}\nmaxClientCnxns={}\n\
-         minSessionTimeout={min}\nmaxSessionTimeout={max}\nserverId=0\nextendedTypesEnabled={}\n\
+        "clientPort={}\nsecureClientPort=-1\ndataDir={dir}\ndataDirSize={size}\n\
+         dataLogDir={dir}\ndataLogSize={size}\ntickTime={}\nmaxClientCnxns={}\n\
+         minSessionTimeout={min}\nmaxSessionTimeout={max}\nclientPortListenBacklog=-1\n\
+         serverId=0\nclientPortAddress={}\nextendedTypesEnabled={}\n\
          znode.container.checkIntervalMs={}\njute.maxbuffer={}\n",
         c.listen.port(),
-        c.listen.ip(),
         c.tick_time.as_millis(),
         c.limits.max_client_cnxns,
+        c.listen.ip(),
         c.extended_types,
         c.container_check_interval.as_millis(),
         c.max_frame,
     )
+}
+
+/// Bytes in the data directory and its subdirectories (`dirs`, `conf`); 0 in memory.
+fn data_dir_size(shared: &Shared) -> u64 {
+    fn walk(dir: &std::path::Path, depth: u8) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|e| match e.metadata() {
+                Ok(m) if m.is_dir() && depth < 4 => walk(&e.path(), depth + 1),
+                Ok(m) if m.is_file() => m.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+    shared
+        .config
+        .data_dir
+        .as_deref()
+        .map_or(0, |d| walk(d, 0))
 }
 
 /// `envi`: the environment, ZooKeeper's `Environment:` block with Rust-side values.

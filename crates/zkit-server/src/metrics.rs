@@ -184,7 +184,10 @@ impl Metrics {
         use std::fmt::Write as _;
         let mut out = String::new();
         let mut gauge = |name: &str, kind: &str, help: &str, value: String| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
         };
         gauge(
             "zkit_uptime_seconds",

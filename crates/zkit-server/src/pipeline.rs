@@ -224,7 +224,8 @@ impl Pipeline {
     /// from what the storage really has. Only if that fails does the error stop the server.
     async fn rebuild_after(&mut self, err: std::io::Error) -> std::io::Result<()> {
         error!(%err, "storage failed; closing every connection and rebuilding from disk");
-        self.dropped.extend(self.conns.drain().map(|(conn, _)| conn));
+        self.dropped
+            .extend(self.conns.drain().map(|(conn, _)| conn));
         let config = self.core.config().clone();
         self.core = self.storage.rebuild(config, now_ms()).await?;
         tracing::info!(
@@ -242,7 +243,6 @@ impl Pipeline {
             if let Err(err) = self.storage.persist(&ready.txns).await {
                 return self.rebuild_after(err).await;
             }
-            self.storage.committed(&self.core);
             if let Some(last) = ready.txns.last() {
                 debug!(
                     zxid = format_args!("{:#x}", last.zxid),
@@ -269,6 +269,9 @@ impl Pipeline {
                 self.conns.remove(&conn);
             }
         }
+        // After the replies are out, so a due snapshot does not delay this batch: the core
+        // holds exactly the durable state here (a snapshot is due every `snap_count` txns).
+        self.storage.committed(&self.core);
         self.finish_batch();
         Ok(())
     }

@@ -60,9 +60,7 @@ impl Server {
         mut storage: Box<dyn Storage>,
     ) -> Result<Server, Error> {
         config.validate()?;
-        let core = storage
-            .recover_core(config.core_config(), now_ms())
-            .await?;
+        let core = storage.recover_core(config.core_config(), now_ms()).await?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| Error::Bind {

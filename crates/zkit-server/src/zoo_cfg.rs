@@ -90,9 +90,9 @@ impl ZooCfg {
     /// TOML syntax errors and invalid values, with their line numbers.
     pub fn parse_toml(text: &str) -> Result<ZooCfg, ZooCfgError> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            let line = e
-                .span()
-                .map_or(0, |s| text[..s.start.min(text.len())].lines().count().max(1));
+            let line = e.span().map_or(0, |s| {
+                text[..s.start.min(text.len())].lines().count().max(1)
+            });
             err(line, e.message().to_string())
         })?;
         let line_of = |key: &str| {
@@ -251,10 +251,8 @@ impl ZooCfg {
             }
         }
         let listen = cfg.server.listen;
-        cfg.server.listen = SocketAddr::new(
-            host.unwrap_or(listen.ip()),
-            port.unwrap_or(listen.port()),
-        );
+        cfg.server.listen =
+            SocketAddr::new(host.unwrap_or(listen.ip()), port.unwrap_or(listen.port()));
         // Unlike ZooKeeper (whose AdminServer defaults to 0.0.0.0:8080), the admin endpoint is
         // off unless a port is configured: no surprise listener on a well-known port.
         if admin_enabled {
@@ -292,7 +290,10 @@ fn boolean(line: usize, key: &str, v: &str) -> Result<bool, ZooCfgError> {
     match v.to_ascii_lowercase().as_str() {
         "true" | "yes" => Ok(true),
         "false" | "no" => Ok(false),
-        _ => Err(err(line, format!("{key}: expected true or false, got {v:?}"))),
+        _ => Err(err(
+            line,
+            format!("{key}: expected true or false, got {v:?}"),
+        )),
     }
 }
 
@@ -316,7 +317,10 @@ fn timeout(line: usize, key: &str, v: &str) -> Result<Option<Duration>, ZooCfgEr
     match ms {
         -1 => Ok(None),
         ms if ms > 0 => Ok(Some(Duration::from_millis(ms.unsigned_abs()))),
-        _ => Err(err(line, format!("{key}: must be positive or -1, got {ms}"))),
+        _ => Err(err(
+            line,
+            format!("{key}: must be positive or -1, got {ms}"),
+        )),
     }
 }
 
@@ -385,8 +389,8 @@ admin.serverPort=8081
         assert_eq!(e.line, 1);
         let e = ZooCfg::parse_properties("superDigest=nocolon").unwrap_err();
         assert_eq!(e.line, 1);
-        let e = ZooCfg::parse_properties("minSessionTimeout=9000\nmaxSessionTimeout=5000")
-            .unwrap_err();
+        let e =
+            ZooCfg::parse_properties("minSessionTimeout=9000\nmaxSessionTimeout=5000").unwrap_err();
         assert!(e.message.contains("exceeds"), "{e}");
         // -1 restores the tick-based default, as in ZooKeeper.
         let cfg = ZooCfg::parse_properties("minSessionTimeout=-1").unwrap();
@@ -408,7 +412,10 @@ initLimit = 5
         assert_eq!(cfg.server.listen.port(), 2999);
         assert!(cfg.server.extended_types);
         assert!(cfg.server.four_letter_words.allows("ruok"));
-        assert_eq!(cfg.warnings, vec!["line 6: initLimit ignored (not used by zkit)"]);
+        assert_eq!(
+            cfg.warnings,
+            vec!["line 6: initLimit ignored (not used by zkit)"]
+        );
         let e = ZooCfg::parse_toml("tickTime = 5\nclientPort = \"x\"\n").unwrap_err();
         assert_eq!(e.line, 2);
         let e = ZooCfg::parse_toml("tickTime = \n").unwrap_err();

@@ -126,7 +126,11 @@ impl Client {
 
     /// Sends `req` and writes `label: err [summary]` to the log.
     async fn call(&mut self, label: &str, req: Request, log: &mut Vec<String>) {
-        assert!(!self.closed, "{}: {label} on a closed connection", self.name);
+        assert!(
+            !self.closed,
+            "{}: {label} on a closed connection",
+            self.name
+        );
         self.xid += 1;
         let xid = self.xid;
         let op = req.op_code();
@@ -328,8 +332,12 @@ async fn scenario(addr: SocketAddr, base: &str) -> Vec<String> {
         .await;
     b.call("setACL priv", set_acl(&priv_, world(all), -1), l)
         .await;
-    b.call("setACL priv bad version", set_acl(&priv_, world(all), 99), l)
-        .await;
+    b.call(
+        "setACL priv bad version",
+        set_acl(&priv_, world(all), 99),
+        l,
+    )
+    .await;
     b.call("delete priv/missing", delete(&p("/priv/missing"), -1), l)
         .await;
     b.call("delete priv/kid", delete(&p("/priv/kid"), -1), l)
@@ -400,12 +408,8 @@ async fn scenario(addr: SocketAddr, base: &str) -> Vec<String> {
     // setACL: aversion checks, InvalidACL, ADMIN.
     a.call("setACL priv version 5", set_acl(&priv_, world(all), 5), l)
         .await;
-    a.call(
-        "setACL priv empty",
-        set_acl(&priv_, Vec::new(), -1),
-        l,
-    )
-    .await;
+    a.call("setACL priv empty", set_acl(&priv_, Vec::new(), -1), l)
+        .await;
     a.call(
         "setACL priv version 0",
         set_acl(&priv_, vec![acl(all, "digest", &alice)], 0),
@@ -447,17 +451,17 @@ async fn scenario(addr: SocketAddr, base: &str) -> Vec<String> {
     )
     .await;
     for who in [&mut a, &mut b, &mut c] {
-        who.call(
-            "getACL mixed",
-            Request::GetAcl { path: p("/mixed") },
-            l,
-        )
-        .await;
+        who.call("getACL mixed", Request::GetAcl { path: p("/mixed") }, l)
+            .await;
         who.call("getACL adm", Request::GetAcl { path: p("/adm") }, l)
             .await;
     }
-    b.call("getData mixed", Request::GetData(read(&p("/mixed"), false)), l)
-        .await;
+    b.call(
+        "getData mixed",
+        Request::GetData(read(&p("/mixed"), false)),
+        l,
+    )
+    .await;
     b.call("setData mixed", set_data(&p("/mixed"), -1), l).await;
     b.call("getData adm", Request::GetData(read(&p("/adm"), false)), l)
         .await;
@@ -467,8 +471,12 @@ async fn scenario(addr: SocketAddr, base: &str) -> Vec<String> {
         l,
     )
     .await;
-    b.call("getData adm after", Request::GetData(read(&p("/adm"), false)), l)
-        .await;
+    b.call(
+        "getData adm after",
+        Request::GetData(read(&p("/adm"), false)),
+        l,
+    )
+    .await;
 
     // ip ACLs with CIDR (every connection here comes from 127.0.0.1).
     for (name, expr) in [
@@ -649,10 +657,16 @@ async fn unauthenticated_client_reads_writes_and_watches_nothing_it_may_not() {
     let mut owner = Client::new(addr, "owner", &base).await;
     let mut anon = Client::new(addr, "anon", &base).await;
     owner.auth("digest", "owner:pw", l).await;
-    owner.call("base", create(&base, world(perms::ALL)), l).await;
+    owner
+        .call("base", create(&base, world(perms::ALL)), l)
+        .await;
     let secret = format!("{base}/secret");
     owner
-        .call("secret", create(&secret, vec![acl(perms::ALL, "auth", "")]), l)
+        .call(
+            "secret",
+            create(&secret, vec![acl(perms::ALL, "auth", "")]),
+            l,
+        )
         .await;
     // Watches set where the server allows it (exists needs no permission in ZooKeeper).
     anon.call(
@@ -670,10 +684,18 @@ async fn unauthenticated_client_reads_writes_and_watches_nothing_it_may_not() {
         l,
     )
     .await;
-    anon.call("getData+watch secret", Request::GetData(read(&secret, true)), l)
-        .await;
-    anon.call("getChildren secret", Request::GetChildren(read(&secret, true)), l)
-        .await;
+    anon.call(
+        "getData+watch secret",
+        Request::GetData(read(&secret, true)),
+        l,
+    )
+    .await;
+    anon.call(
+        "getChildren secret",
+        Request::GetChildren(read(&secret, true)),
+        l,
+    )
+    .await;
     anon.call("setData secret", set_data(&secret, -1), l).await;
     anon.call(
         "create under secret",
@@ -681,10 +703,20 @@ async fn unauthenticated_client_reads_writes_and_watches_nothing_it_may_not() {
         l,
     )
     .await;
-    anon.call("delete under secret", delete(&format!("{secret}/kid"), -1), l)
-        .await;
-    anon.call("getACL secret", Request::GetAcl { path: secret.clone() }, l)
-        .await;
+    anon.call(
+        "delete under secret",
+        delete(&format!("{secret}/kid"), -1),
+        l,
+    )
+    .await;
+    anon.call(
+        "getACL secret",
+        Request::GetAcl {
+            path: secret.clone(),
+        },
+        l,
+    )
+    .await;
     anon.call("setACL secret", set_acl(&secret, world(perms::ALL), -1), l)
         .await;
     // Every change the owner makes under the secret node stays invisible to anon.
@@ -701,7 +733,11 @@ async fn unauthenticated_client_reads_writes_and_watches_nothing_it_may_not() {
         .await;
     // A world-readable node is seen (the watch works at all).
     owner
-        .call("open", create(&format!("{base}/open"), world(perms::ALL)), l)
+        .call(
+            "open",
+            create(&format!("{base}/open"), world(perms::ALL)),
+            l,
+        )
         .await;
     anon.settle(l).await;
     server.stop().await;

@@ -67,8 +67,19 @@ async fn four_letter_words_in_zookeeper_formats() {
         .unwrap_or_else(|| panic!("no line for {sid}:\n{cons}"));
     assert!(line.starts_with(" /127.0.0.1:"), "{line}");
     for key in [
-        "](queued=", ",recved=", ",sent=", ",lop=", ",est=", ",to=", ",lcxid=0x", ",lzxid=0x",
-        ",lresp=", ",llat=", ",minlat=", ",avglat=", ",maxlat=",
+        "](queued=",
+        ",recved=",
+        ",sent=",
+        ",lop=",
+        ",est=",
+        ",to=",
+        ",lcxid=0x",
+        ",lzxid=0x",
+        ",lresp=",
+        ",llat=",
+        ",minlat=",
+        ",avglat=",
+        ",maxlat=",
     ] {
         assert!(line.contains(key), "cons lacks {key}: {line}");
     }
@@ -77,7 +88,10 @@ async fn four_letter_words_in_zookeeper_formats() {
 
     // dump: sessions by expiry, ephemerals by session, connections.
     let dump = four_letter(addr, "dump").await;
-    assert!(dump.starts_with("SessionTracker dump:\nSession Sets ("), "{dump}");
+    assert!(
+        dump.starts_with("SessionTracker dump:\nSession Sets ("),
+        "{dump}"
+    );
     assert!(dump.contains(" expire at "), "{dump}");
     assert!(
         dump.contains(&format!(
@@ -99,10 +113,7 @@ async fn four_letter_words_in_zookeeper_formats() {
     assert_eq!(four_letter(addr, "gtmk").await, "338");
 
     assert_eq!(four_letter(addr, "hash").await, "");
-    assert_eq!(
-        four_letter(addr, "crst").await,
-        "Connection stats reset.\n"
-    );
+    assert_eq!(four_letter(addr, "crst").await, "Connection stats reset.\n");
     let cons = four_letter(addr, "cons").await;
     assert!(cons.contains("lop=NA"), "crst resets last op: {cons}");
     server.stop().await;
@@ -144,7 +155,10 @@ async fn admin_endpoint_serves_metrics_and_commands() {
         "# TYPE zkit_fsync_latency_seconds histogram",
         "zkit_approximate_data_size_bytes ",
     ] {
-        assert!(metrics.contains(needle), "/metrics lacks {needle:?}:\n{metrics}");
+        assert!(
+            metrics.contains(needle),
+            "/metrics lacks {needle:?}:\n{metrics}"
+        );
     }
 
     let (status, body) = http_get(admin, "/commands/ruok").await;

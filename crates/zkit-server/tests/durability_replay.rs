@@ -62,7 +62,11 @@ fn random_path(rng: &mut StdRng) -> String {
 
 fn random_request(rng: &mut StdRng) -> Request {
     let data: Vec<u8> = (0..rng.gen_range(0..40)).map(|_| rng.gen()).collect();
-    let version = if rng.gen_bool(0.7) { -1 } else { rng.gen_range(0..3) };
+    let version = if rng.gen_bool(0.7) {
+        -1
+    } else {
+        rng.gen_range(0..3)
+    };
     match rng.gen_range(0..10) {
         0..=2 => {
             let flags = [0, 0, 1, 2, 3][rng.gen_range(0..5)];

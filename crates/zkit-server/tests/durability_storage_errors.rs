@@ -88,7 +88,11 @@ async fn failed_batch_is_not_acknowledged_and_the_server_rebuilds_from_disk() {
 
     let server = Server::start(config(dir.path())).await.unwrap();
     let zk = connect(&server.addr().to_string()).await;
-    assert_eq!(listing(&zk).await, served, "restart recovers what was served");
+    assert_eq!(
+        listing(&zk).await,
+        served,
+        "restart recovers what was served"
+    );
     drop(zk);
     server.stop().await;
 }

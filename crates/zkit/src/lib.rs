@@ -5,7 +5,7 @@
 //! - [`session`]: [`Session`], the resilient session layer: Curator connection states
 //!   ([`SessionState`]: Connected, Suspended, Reconnected, Lost, Closed) and automatic
 //!   replacement of a lost ZooKeeper session (a new [`SessionEvent::generation`]).
-//! - [`retry`]: [`RetryPolicy`] and [`retry()`], re-running idempotent operations after
+//! - [`mod@retry`]: [`RetryPolicy`] and [`retry()`], re-running idempotent operations after
 //!   `ConnectionLoss`/`OperationTimeout`.
 //! - [`protected`]: protected sequential creates (`_c_<uuid>-…`) that survive connection loss
 //!   without double creates or orphans, and the UUID-based orphan cleanup.
@@ -17,13 +17,18 @@
 //! operation, and reports session loss instead of silently carrying on.
 #![deny(missing_docs)]
 
+pub mod barrier;
 pub mod cache;
 pub mod config;
+pub mod counter;
 pub mod election;
 pub mod error;
+pub mod group;
 pub mod lock;
+pub mod persistent_node;
 pub mod procedure;
 pub mod protected;
+pub mod queue;
 pub mod retry;
 pub mod session;
 pub mod txn;

@@ -68,7 +68,7 @@ pub fn join(parent: &str, child: &str) -> String {
     }
 }
 
-/// A node made by [`create_protected_sequential`].
+/// A node made by [`create_protected_sequential_with`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreatedNode {
     /// Full path of the node.

@@ -16,7 +16,7 @@
 //! closed) and emits `Connected` with a new [`SessionEvent::generation`] and session id. Recipes
 //! compare generations to know that what they owned in the old session is gone.
 //!
-//! This module must not retry user operations: that is [`crate::retry`]'s job.
+//! This module must not retry user operations: that is [`crate::retry()`]'s job.
 
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;

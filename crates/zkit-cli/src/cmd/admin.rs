@@ -122,7 +122,12 @@ pub async fn run_acl(command: AclCommand) -> Result<ExitCode> {
                     .await
                     .with_context(|| format!("getAcl {path}"))?;
                 for a in &acl {
-                    println!("'{},'{}\n: {}", a.scheme(), a.id(), perms_text(a.permission()));
+                    println!(
+                        "'{},'{}\n: {}",
+                        a.scheme(),
+                        a.id(),
+                        perms_text(a.permission())
+                    );
                 }
                 eprintln!("aversion = {}", stat.aversion);
             }
@@ -202,14 +207,17 @@ mod tests {
         assert_eq!((a.scheme(), a.id()), ("digest", "user:abc="));
         assert_eq!(a.permission(), Permission::ALL);
         let a = parse_acl("world:anyone:r").unwrap();
-        assert_eq!((a.scheme(), a.id(), a.permission()), ("world", "anyone", Permission::READ));
+        assert_eq!(
+            (a.scheme(), a.id(), a.permission()),
+            ("world", "anyone", Permission::READ)
+        );
         let a = parse_acl("auth::cdrwa").unwrap();
         assert_eq!((a.scheme(), a.id()), ("auth", ""));
         let a = parse_acl("ip:127.0.0.1/8:rw").unwrap();
         assert_eq!(a.id(), "127.0.0.1/8");
         assert_eq!(perms_text(a.permission()), "rw");
-        let list = parse_acl_list(&["world:anyone:r,auth::cdrwa".into(), "ip:1.2.3.4:a".into()])
-            .unwrap();
+        let list =
+            parse_acl_list(&["world:anyone:r,auth::cdrwa".into(), "ip:1.2.3.4:a".into()]).unwrap();
         assert_eq!(list.len(), 3);
         for bad in ["world", "world:anyone", "world:anyone:x", ":anyone:r"] {
             assert!(parse_acl(bad).is_err(), "{bad}");

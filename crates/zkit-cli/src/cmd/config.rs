@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use zkit::config::{flatten_tree, resolve_key, ChangeKind, ConfigChange, ConfigStore, ConfigWatcher};
+use zkit::config::{
+    flatten_tree, resolve_key, ChangeKind, ConfigChange, ConfigStore, ConfigWatcher,
+};
 use zkit::zookeeper_client as zk;
 use zkit::{Session, SessionOptions};
 
@@ -25,7 +27,12 @@ pub struct ConfigArgs {
     #[command(subcommand)]
     command: ConfigCommand,
     /// Server(s) to talk to, as `HOST:PORT[,HOST:PORT…][/chroot]`.
-    #[arg(long, env = "ZKIT_SERVER", default_value = "127.0.0.1:2181", global = true)]
+    #[arg(
+        long,
+        env = "ZKIT_SERVER",
+        default_value = "127.0.0.1:2181",
+        global = true
+    )]
     server: String,
     /// Where relative keys live.
     #[arg(long, default_value = "/config", global = true)]
@@ -125,7 +132,10 @@ pub async fn run(args: ConfigArgs) -> Result<i32> {
                     writeln!(out, "{}", watch_line(&change))?;
                     out.flush()?;
                 }
-                if until.as_deref().is_some_and(|u| change.value.as_deref() == Some(u.as_bytes())) {
+                if until
+                    .as_deref()
+                    .is_some_and(|u| change.value.as_deref() == Some(u.as_bytes()))
+                {
                     break 0;
                 }
             }
@@ -162,7 +172,10 @@ fn watch_line(change: &ConfigChange) -> String {
         ChangeKind::Changed => "changed",
         ChangeKind::Removed => "removed",
     };
-    let value = change.value_lossy().replace('\\', "\\\\").replace('\n', "\\n");
+    let value = change
+        .value_lossy()
+        .replace('\\', "\\\\")
+        .replace('\n', "\\n");
     format!(
         "{} {kind} version={} zxid={:#x} {value}",
         change.path, change.version, change.mzxid
@@ -170,10 +183,15 @@ fn watch_line(change: &ConfigChange) -> String {
 }
 
 fn read_tree_file(file: &PathBuf) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     match file.extension().and_then(|e| e.to_str()) {
-        Some("toml") => toml::from_str(&text).with_context(|| format!("parsing {}", file.display())),
-        Some("json") => serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display())),
+        Some("toml") => {
+            toml::from_str(&text).with_context(|| format!("parsing {}", file.display()))
+        }
+        Some("json") => {
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
+        }
         _ => bail!("{}: the file must end in .toml or .json", file.display()),
     }
 }
@@ -181,11 +199,18 @@ fn read_tree_file(file: &PathBuf) -> Result<serde_json::Value> {
 /// Writes `nodes` (relative paths, parents first) under `prefix`, one multi per batch; a batch
 /// that races with another writer (NodeExists / NoNode) is planned again. Returns how many
 /// nodes were created or set.
-async fn import(session: &Session, prefix: &str, nodes: &[(String, Option<Vec<u8>>)]) -> Result<usize> {
+async fn import(
+    session: &Session,
+    prefix: &str,
+    nodes: &[(String, Option<Vec<u8>>)],
+) -> Result<usize> {
     let client = session.client();
     let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     if prefix != "/" {
-        client.mkdir(prefix, &options).await.with_context(|| format!("creating {prefix}"))?;
+        client
+            .mkdir(prefix, &options)
+            .await
+            .with_context(|| format!("creating {prefix}"))?;
     }
     let base = prefix.trim_end_matches('/');
     let mut written = 0;
@@ -197,7 +222,9 @@ async fn import(session: &Session, prefix: &str, nodes: &[(String, Option<Vec<u8
             let exists = futures_join(&client, &paths).await?;
             let mut multi = client.new_multi_writer();
             let mut ops = 0;
-            for ((path, data), present) in paths.iter().zip(batch.iter().map(|(_, d)| d)).zip(exists) {
+            for ((path, data), present) in
+                paths.iter().zip(batch.iter().map(|(_, d)| d)).zip(exists)
+            {
                 match (present, data) {
                     (false, data) => {
                         multi.add_create(path, data.as_deref().unwrap_or_default(), &options)?;
@@ -236,7 +263,11 @@ async fn futures_join(client: &zk::Client, paths: &[String]) -> Result<Vec<bool>
     // Send every request before awaiting any: one round trip for the batch.
     let pending: Vec<_> = paths.iter().map(|p| client.check_stat(p)).collect();
     for (p, fut) in paths.iter().zip(pending) {
-        out.push(fut.await.with_context(|| format!("checking {p}"))?.is_some());
+        out.push(
+            fut.await
+                .with_context(|| format!("checking {p}"))?
+                .is_some(),
+        );
     }
     Ok(out)
 }
@@ -274,7 +305,9 @@ async fn export_node(client: &zk::Client, path: &str) -> Result<Option<serde_jso
         Err(e) => return Err(e.into()),
     };
     if children.is_empty() {
-        return Ok(Some(serde_json::Value::String(String::from_utf8_lossy(&data).into_owned())));
+        return Ok(Some(serde_json::Value::String(
+            String::from_utf8_lossy(&data).into_owned(),
+        )));
     }
     if !data.is_empty() {
         eprintln!("note: {path} has both data and children; its data is not exported");
@@ -317,7 +350,13 @@ pub async fn demo_config(server_addr: &str) -> Result<String> {
         let mut watchers = Vec::new();
         for _ in 0..WATCHERS {
             let mut child = tokio::process::Command::new(&exe)
-                .args(["config", "watch", "/demo-config/level", "--until", &FINAL.to_string()])
+                .args([
+                    "config",
+                    "watch",
+                    "/demo-config/level",
+                    "--until",
+                    &FINAL.to_string(),
+                ])
                 .args(["--server", &addr.to_string(), "--session-timeout", "4s"])
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::null())

@@ -50,7 +50,10 @@ pub async fn run(args: ElectArgs) -> Result<i32> {
     let Some((program, program_args)) = args.command.split_first() else {
         bail!("no command given after --");
     };
-    let id = args.id.clone().unwrap_or_else(|| format!("pid-{}", std::process::id()));
+    let id = args
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()));
     let session = Session::connect(
         &args.server,
         SessionOptions::default().with_session_timeout(args.session_timeout),
@@ -67,7 +70,10 @@ pub async fn run(args: ElectArgs) -> Result<i32> {
             _ = int.recv() => { latch.close().await; return Ok(130); }
         };
         let token = leadership.fencing_token.unwrap_or(-1);
-        eprintln!("zkit elect: {id} leads {} (fencing token {token}); starting CMD", args.path);
+        eprintln!(
+            "zkit elect: {id} leads {} (fencing token {token}); starting CMD",
+            args.path
+        );
         let mut child = Command::new(program)
             .args(program_args)
             .env("ZKIT_FENCING_TOKEN", token.to_string())

@@ -2,6 +2,8 @@
 //! type (clap `Args` or `Subcommand`) and an `async fn run(args) -> anyhow::Result<ExitCode>`.
 
 pub mod admin;
+pub mod bench_lock;
 pub mod demo;
+pub mod lock;
 pub mod node;
 pub mod serve;

@@ -136,24 +136,27 @@ async fn connect(conn: &ProcConnection) -> anyhow::Result<Session> {
     .with_context(|| format!("connecting to {}", conn.server))
 }
 
-struct ShellFactory {
+/// The three phase commands of `zkit proc member`.
+struct ShellCommands {
     acquire: String,
     inside: String,
     cleanup: String,
 }
 
+struct ShellFactory(Arc<ShellCommands>);
+
 struct ShellSubprocedure {
-    commands: Arc<ShellFactory>,
+    commands: Arc<ShellCommands>,
     signature: String,
     instance: String,
     member: String,
     args: String,
 }
 
-impl SubprocedureFactory for Arc<ShellFactory> {
+impl SubprocedureFactory for ShellFactory {
     fn build(&self, signature: &str, instance: &str, member: &str) -> Box<dyn Subprocedure> {
         Box::new(ShellSubprocedure {
-            commands: Arc::clone(self),
+            commands: Arc::clone(&self.0),
             signature: signature.to_string(),
             instance: instance.to_string(),
             member: member.to_string(),
@@ -238,11 +241,11 @@ impl Subprocedure for ShellSubprocedure {
 
 async fn member(args: MemberArgs) -> anyhow::Result<i32> {
     let session = connect(&args.conn).await?;
-    let factory = Arc::new(ShellFactory {
+    let factory = ShellFactory(Arc::new(ShellCommands {
         acquire: args.acquire,
         inside: args.inside,
         cleanup: args.cleanup,
-    });
+    }));
     let handle = Member::start(
         &session,
         &args.conn.base,

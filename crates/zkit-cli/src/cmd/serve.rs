@@ -159,7 +159,8 @@ fn log_filter(flag: Option<&str>, file: Option<&ZooCfg>) -> Result<EnvFilter> {
 /// Runs the server until a signal arrives.
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     let file = read_config(args.config.as_deref())?;
-    let (filter, reload) = reload::Layer::new(log_filter(args.log_level.as_deref(), file.as_ref())?);
+    let (filter, reload) =
+        reload::Layer::new(log_filter(args.log_level.as_deref(), file.as_ref())?);
     tracing_subscriber::registry()
         .with(filter)
         .with(

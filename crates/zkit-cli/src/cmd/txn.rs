@@ -377,7 +377,7 @@ struct Procs {
     children: BTreeMap<String, Child>,
     lines_tx: mpsc::UnboundedSender<Line>,
     lines: mpsc::UnboundedReceiver<Line>,
-    log: Vec<Line>,
+    pending: Vec<Line>,
 }
 
 impl Procs {
@@ -390,18 +390,25 @@ impl Procs {
             children: BTreeMap::new(),
             lines_tx,
             lines,
-            log: Vec::new(),
+            pending: Vec::new(),
         })
     }
 
     fn spawn(&mut self, who: &str, args: &[String]) -> Result<()> {
+        // A restarted process: what its previous incarnation printed is history.
+        self.pending.retain(|line| line.who != who);
         let exe = std::env::current_exe().context("current_exe")?;
         let mut child = Command::new(exe)
             .arg("txn")
             .args(args)
             .args(["--server", &self.server, "--root", &self.root])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            // ZKIT_TXN_DEMO_VERBOSE=1 shows the children's logs (with RUST_LOG) for debugging.
+            .stderr(if std::env::var_os("ZKIT_TXN_DEMO_VERBOSE").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .spawn()
@@ -449,20 +456,25 @@ impl Procs {
         Ok(())
     }
 
-    /// Waits (bounded) for a line from `who` containing every word of `words`.
-    async fn expect(&mut self, who: &str, words: &[&str], limit: Duration) -> Result<Instant> {
+    /// Waits (bounded) for a line from `who` containing every word of `words`; returns when it
+    /// was read and its text. Lines read while waiting for something else are kept for later
+    /// `expect`s (a process's lines are searched in order).
+    async fn expect(&mut self, who: &str, words: &[&str], limit: Duration) -> Result<(Instant, String)> {
+        let hit = |line: &Line| line.who == who && words.iter().all(|w| line.text.contains(w));
+        if let Some(i) = self.pending.iter().position(hit) {
+            let line = self.pending.remove(i);
+            return Ok((line.at, line.text));
+        }
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let line = tokio::time::timeout_at(deadline, self.lines.recv())
                 .await
                 .map_err(|_| anyhow::anyhow!("timed out waiting for {who}: {words:?}"))?
                 .context("child output ended")?;
-            let hit = line.who == who && words.iter().all(|w| line.text.contains(w));
-            let at = line.at;
-            self.log.push(line);
-            if hit {
-                return Ok(at);
+            if hit(&line) {
+                return Ok((line.at, line.text));
             }
+            self.pending.push(line);
         }
     }
 
@@ -575,11 +587,14 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     let commit = tokio::spawn(txn.commit());
     procs.expect("P3", &["PREPARE", &txid], wait).await?;
     procs.kill9("P3").await?;
+    let (applied_at, _) = procs.expect("P1", &["APPLIED", &txid, "abort"], wait).await?;
+    let secs = applied_at.duration_since(started).as_secs_f64();
     let outcome = commit.await??;
-    let secs = started.elapsed().as_secs_f64();
+    let returned = started.elapsed().as_secs_f64();
     let votes = inspect::show(&session, &layout, &txid).await.map(|t| t.votes.keys().cloned().collect::<Vec<_>>());
     writeln!(out, "3. participant P3 killed -9 while preparing (before voting)")?;
-    writeln!(out, "   coordinator took {secs:.1} s (vote timeout 2 s); decision: {outcome:?}")?;
+    writeln!(out, "   abort decided and applied by P1 after {secs:.1} s (vote timeout 2 s): {outcome:?}")?;
+    writeln!(out, "   commit() returned after {returned:.1} s (it also waited the 2 s ack timeout for dead P3)")?;
     writeln!(out, "   votes present: {:?}; applied: {}", votes.unwrap_or_default(), states_line(procs, &txid)?)?;
     if !matches!(outcome, Outcome::Aborted(_)) {
         bail!("a dead participant did not abort the transaction");
@@ -605,14 +620,14 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
             "60s".into(),
         ],
     )?;
-    procs.expect("COORD", &["BEGIN"], wait).await?;
-    let txid = procs.log.last().map(|l| l.text.replace("COORD BEGIN ", "")).unwrap_or_default();
+    let (_, begin) = procs.expect("COORD", &["BEGIN"], wait).await?;
+    let txid = begin.replace("COORD BEGIN ", "");
     for p in PS {
         procs.expect(p, &["VOTE", &txid, "yes"], wait).await?;
     }
     procs.kill9("COORD").await?;
     let killed = Instant::now();
-    let decided = procs.expect("RECOVER", &["DECISION", &txid], Duration::from_secs(60)).await?;
+    let (decided, _) = procs.expect("RECOVER", &["DECISION", &txid], Duration::from_secs(60)).await?;
     for p in PS {
         procs.expect(p, &["APPLIED", &txid, "commit"], wait).await?;
     }
@@ -666,12 +681,10 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
             "old".into(),
         ],
     )?;
-    procs.expect("OLD", &["BEGIN"], wait).await?;
-    let txid = procs.log.last().map(|l| l.text.replace("OLD BEGIN ", "").replace("COORD BEGIN ", "")).unwrap_or_default();
-    procs.expect("RECOVER", &["DECISION", &txid], wait).await?;
-    let recover_line = procs.log.last().map(|l| l.text.clone()).unwrap_or_default();
-    procs.expect("OLD", &["DECISION", &txid], wait).await?;
-    let old_line = procs.log.last().map(|l| l.text.clone()).unwrap_or_default();
+    let (_, begin) = procs.expect("OLD", &["BEGIN"], wait).await?;
+    let txid = begin.replace("COORD BEGIN ", "");
+    let (_, recover_line) = procs.expect("RECOVER", &["DECISION", &txid], wait).await?;
+    let (_, old_line) = procs.expect("OLD", &["DECISION", &txid], wait).await?;
     let stands = match session.client().get_data(&layout.decision(&txid)).await {
         Ok((data, _)) => String::from_utf8_lossy(&data).into_owned(),
         Err(_) => "(collected)".into(),

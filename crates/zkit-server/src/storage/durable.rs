@@ -212,7 +212,9 @@ impl Storage for WalStorage {
             // only a fresh open, which re-reads the files, tells what is really on disk.
             if let Some(commit) = self.commit.take() {
                 let stopped = tokio::task::spawn_blocking(move || commit.shutdown()).await;
-                if let Ok(Err(e)) | Err(e) = stopped.map_err(|e| StorageError::io("WAL thread", io::Error::other(e))) {
+                if let Ok(Err(e)) | Err(e) =
+                    stopped.map_err(|e| StorageError::io("WAL thread", io::Error::other(e)))
+                {
                     tracing::warn!(error = %e, "stopping the failed WAL thread");
                 }
             }

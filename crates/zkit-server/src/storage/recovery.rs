@@ -49,13 +49,12 @@ pub fn recover(
         Some(snap) => {
             stats.snapshot_zxid = Some(snap.zxid);
             stats.snapshot_bytes = snap.body.len() as u64;
-            let core = Core::restore(config, now, &snap.body).map_err(|e| {
-                StorageError::Corruption {
+            let core =
+                Core::restore(config, now, &snap.body).map_err(|e| StorageError::Corruption {
                     file: snap.path.clone(),
                     offset: 16,
                     reason: format!("snapshot body does not restore: {e}"),
-                }
-            })?;
+                })?;
             if core.last_zxid() != snap.zxid {
                 return Err(StorageError::Corruption {
                     file: snap.path,

@@ -54,7 +54,8 @@ impl Snapshotter {
     /// Must run inside a tokio runtime.
     pub fn after_batch(&mut self, core: &Core, commit: Option<&GroupCommit>) {
         self.reap(commit);
-        let due = core.last_zxid().saturating_sub(self.last_zxid) >= self.snap_count as i64;
+        let every = i64::try_from(self.snap_count).unwrap_or(i64::MAX);
+        let due = core.last_zxid().saturating_sub(self.last_zxid) >= every;
         if due && self.in_flight.is_none() {
             self.start(core);
         }
@@ -116,7 +117,10 @@ impl Snapshotter {
 }
 
 fn task_gone() -> StorageError {
-    StorageError::io("snapshot task", std::io::Error::other("the snapshot thread died"))
+    StorageError::io(
+        "snapshot task",
+        std::io::Error::other("the snapshot thread died"),
+    )
 }
 
 /// Logs a finished snapshot write and queues the WAL prune it allows.
@@ -157,7 +161,12 @@ impl PruneHandle<'_> {
     }
 }
 
-fn write_and_prune(store: &SnapshotStore, zxid: i64, body: &[u8], keep: usize) -> Result<Option<i64>> {
+fn write_and_prune(
+    store: &SnapshotStore,
+    zxid: i64,
+    body: &[u8],
+    keep: usize,
+) -> Result<Option<i64>> {
     let started = Instant::now();
     let path = store.write_snapshot(zxid, body)?;
     tracing::info!(

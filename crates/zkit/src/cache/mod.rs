@@ -92,7 +92,11 @@ impl TreeCache {
     ///
     /// # Errors
     /// [`crate::Error::BadArguments`] for an invalid path.
-    pub fn with_options(session: &Session, root: &str, options: ConfigWatcherOptions) -> Result<Self> {
+    pub fn with_options(
+        session: &Session,
+        root: &str,
+        options: ConfigWatcherOptions,
+    ) -> Result<Self> {
         Ok(TreeCache {
             watcher: ConfigWatcher::with_options(session, root, options)?,
             nodes: BTreeMap::new(),
@@ -236,6 +240,9 @@ mod tests {
         let e = apply(&mut nodes, change("/a", ChangeKind::Removed, None, 1)).unwrap();
         assert!(matches!(e, CacheEvent::Removed(ref d) if d.data == b"2"));
         assert!(nodes.is_empty());
-        assert_eq!(apply(&mut nodes, change("/b", ChangeKind::Removed, None, 0)), None);
+        assert_eq!(
+            apply(&mut nodes, change("/b", ChangeKind::Removed, None, 0)),
+            None
+        );
     }
 }

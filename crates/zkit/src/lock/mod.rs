@@ -1,5 +1,5 @@
 //! Lock recipes on the session layer. Each has a pure decision part ([`decide`]) unit-tested
-//! without a server, and a thin async driver ([`internals`]-based) around it.
+//! without a server, and a thin async driver (the private `internals` module) around it.
 //!
 //! - [`Mutex`]: Curator's `InterProcessMutex` (ephemeral sequential, watch only the
 //!   predecessor), with node names `_c_<uuid>-lock-NNNNNNNNNN`, so a zkit process and a Java

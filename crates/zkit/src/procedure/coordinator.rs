@@ -18,7 +18,9 @@ use super::decide::{
     decide_coordinator, pending_acks, AbortReason, CoordinatorStep, CoordinatorView, COORDINATOR,
 };
 use super::layout::{self, check_name, InstanceHeader, Layout};
-use super::tree::{delete_tree, ensure_dirs, wait_any, Wake};
+use super::tree::{
+    children_key, delete_tree, ensure_dirs, exists, exists_key, list, wait_any, Wake, WatchSet,
+};
 use super::ProcedureError;
 use crate::Session;
 
@@ -237,63 +239,66 @@ async fn recover_one(
     }
 }
 
-/// Reads the instance's znodes into a view, setting watches on everything the decision
+/// Reads the instance's znodes into a view, keeping a watch armed on everything the decision
 /// depends on.
 async fn observe(
     client: &zk::Client,
     layout: &Layout,
     instance: &str,
     deadline: Instant,
-) -> Result<(CoordinatorView, Vec<zk::OneshotWatcher>), zk::Error> {
+    watches: &mut WatchSet,
+) -> Result<CoordinatorView, zk::Error> {
     let acquired_path = layout.acquired(instance);
     let reached_path = layout.reached(instance);
     let abort_path = layout.abort(instance);
     let members_dir = layout.members_dir();
+    let keys = [
+        children_key(&acquired_path),
+        exists_key(&reached_path),
+        exists_key(&abort_path),
+        children_key(&members_dir),
+        children_key(&reached_path),
+    ];
+    let watch: Vec<bool> = keys.iter().map(|k| !watches.armed(k)).collect();
     // Issued together: the client pipelines them on one connection.
     let (acquired, reached, abort, live) = tokio::join!(
-        client.list_and_watch_children(&acquired_path),
-        client.check_and_watch_stat(&reached_path),
-        client.check_and_watch_stat(&abort_path),
-        client.list_and_watch_children(&members_dir),
+        list(client, &acquired_path, watch[0]),
+        exists(client, &reached_path, watch[1]),
+        exists(client, &abort_path, watch[2]),
+        list(client, &members_dir, watch[3]),
     );
+    let [k_acquired, k_reached, k_abort, k_members, k_reached_children] = keys;
     let mut view = CoordinatorView::default();
-    let mut watchers = Vec::new();
-    match acquired {
-        Ok((children, watcher)) => {
-            view.instance_exists = true;
-            view.acquired = children.into_iter().collect();
-            watchers.push(watcher);
-        }
-        Err(zk::Error::NoNode) => {}
-        Err(err) => return Err(err),
+    let (acquired, w) = acquired?;
+    watches.arm_some(k_acquired, w);
+    if let Some(acquired) = acquired {
+        view.instance_exists = true;
+        view.acquired = acquired.into_iter().collect();
     }
-    let (reached_stat, watcher) = reached?;
-    watchers.push(watcher);
-    if reached_stat.is_some() {
-        match client.list_and_watch_children(&reached_path).await {
-            Ok((children, watcher)) => {
-                view.reached_exists = true;
-                view.reached = children.into_iter().collect();
-                watchers.push(watcher);
-            }
-            Err(zk::Error::NoNode) => {}
-            Err(err) => return Err(err),
+    let (reached_exists, w) = reached?;
+    watches.arm_some(k_reached, w);
+    if reached_exists {
+        let (reached, w) = list(client, &reached_path, watch[4]).await?;
+        watches.arm_some(k_reached_children, w);
+        if let Some(reached) = reached {
+            view.reached_exists = true;
+            view.reached = reached.into_iter().collect();
         }
     }
-    let (abort_stat, watcher) = abort?;
-    watchers.push(watcher);
-    if abort_stat.is_some() {
+    let (abort_exists, w) = abort?;
+    watches.arm_some(k_abort, w);
+    if abort_exists {
         match client.get_data(&abort_path).await {
             Ok((data, _)) => view.abort = Some(layout::decode_abort(&data)),
             Err(zk::Error::NoNode) => {}
             Err(err) => return Err(err),
         }
     }
-    let (live, watcher) = live?;
-    view.live = live.into_iter().collect();
-    watchers.push(watcher);
+    let (live, w) = live?;
+    watches.arm_some(k_members, w);
+    view.live = live.unwrap_or_default().into_iter().collect();
     view.timed_out = Instant::now() >= deadline;
-    Ok((view, watchers))
+    Ok(view)
 }
 
 /// Drives an instance whose `acquired/<instance>` exists to its end, then removes its znodes.
@@ -305,12 +310,13 @@ async fn drive(
     deadline: Instant,
 ) -> Result<MemberResults, ProcedureError> {
     let never = CancellationToken::new();
+    let mut watches = WatchSet::default();
     let aborted = |reason: AbortReason| ProcedureError::Aborted {
         instance: instance.to_string(),
         reason,
     };
     loop {
-        let (view, watchers) = match observe(client, layout, instance, deadline).await {
+        let view = match observe(client, layout, instance, deadline, &mut watches).await {
             Ok(observed) => observed,
             Err(err) => {
                 let reason =
@@ -321,7 +327,7 @@ async fn drive(
         };
         match decide_coordinator(expected, &view) {
             CoordinatorStep::Wait => {
-                wait_any(watchers, Some(deadline), &never).await;
+                watches.wait(Some(deadline), &never).await;
             }
             CoordinatorStep::ReleaseBarrier => {
                 let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
@@ -435,11 +441,55 @@ async fn write_abort(
 /// exists first, so members waiting on either wake up (HBASE-13885). `acquired/<instance>` goes
 /// first: a member's abort is conditional on it, so no abort node appears after ours is gone.
 async fn cleanup(client: &zk::Client, layout: &Layout, instance: &str) -> Result<(), zk::Error> {
-    delete_tree(client, &layout.acquired(instance)).await?;
-    delete_tree(client, &layout.reached(instance)).await?;
-    delete_tree(client, &layout.abort(instance)).await?;
-    delete_tree(client, &layout.running(instance)).await
+    let acquired = layout.acquired(instance);
+    let reached = layout.reached(instance);
+    let abort = layout.abort(instance);
+    let running = layout.running(instance);
+    // Fast path: everything in one multi (one round trip, one log sync, nobody sees a half-removed
+    // instance). It fails as a whole when a member changed something in between; re-read then.
+    for _ in 0..CLEANUP_MULTI_ATTEMPTS {
+        let (acquired_children, reached_children, abort_exists, running_exists) = tokio::join!(
+            list(client, &acquired, false),
+            list(client, &reached, false),
+            exists(client, &abort, false),
+            exists(client, &running, false),
+        );
+        let mut paths = Vec::new();
+        for (dir, children) in [
+            (&acquired, acquired_children?.0),
+            (&reached, reached_children?.0),
+        ] {
+            if let Some(children) = children {
+                paths.extend(children.iter().map(|child| format!("{dir}/{child}")));
+                paths.push(dir.clone());
+            }
+        }
+        for (path, present) in [(&abort, abort_exists?.0), (&running, running_exists?.0)] {
+            if present {
+                paths.push(path.clone());
+            }
+        }
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let mut multi = client.new_multi_writer();
+        for path in &paths {
+            multi.add_delete(path, None)?;
+        }
+        match multi.commit().await.map_err(zk::Error::from) {
+            Ok(_) => return Ok(()),
+            Err(zk::Error::NotEmpty | zk::Error::NoNode) => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    delete_tree(client, &acquired).await?;
+    delete_tree(client, &reached).await?;
+    delete_tree(client, &abort).await?;
+    delete_tree(client, &running).await
 }
+
+/// Attempts of the single-multi cleanup before deleting node by node.
+const CLEANUP_MULTI_ATTEMPTS: usize = 3;
 
 /// Best effort abort + cleanup after an error; errors are logged, the caller reports the first.
 async fn finish_aborted(

@@ -3,6 +3,7 @@
 //!
 //! It must not decide anything: decisions are in [`super::decide`].
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::{select_all, BoxFuture, FutureExt};
@@ -95,3 +96,104 @@ pub async fn wait_any(
 /// Sleep before re-reading after a recoverable error (connection loss): short, because the
 /// session layer reconnects by itself and the next read waits for it.
 pub const RECOVERABLE_PAUSE: Duration = Duration::from_millis(50);
+
+/// One-shot watches kept armed across observation rounds, keyed by what they watch
+/// (`"children:<path>"`, `"exists:<path>"`). A round re-reads an armed path without setting a
+/// new watch; only fired watches are set again. Dropping an unfired watch would make the client
+/// send a RemoveWatches request, and re-setting it every round doubles the traffic.
+#[derive(Default)]
+pub struct WatchSet {
+    pending: HashMap<String, BoxFuture<'static, zk::WatchedEvent>>,
+}
+
+impl WatchSet {
+    /// True when a watch for `key` is armed.
+    pub fn armed(&self, key: &str) -> bool {
+        self.pending.contains_key(key)
+    }
+
+    /// Keeps `watcher` as the watch for `key`.
+    pub fn arm(&mut self, key: String, watcher: zk::OneshotWatcher) {
+        self.pending.insert(key, watcher.changed().boxed());
+    }
+
+    /// Keeps `watcher`, when there is one, as the watch for `key`.
+    pub fn arm_some(&mut self, key: String, watcher: Option<zk::OneshotWatcher>) {
+        if let Some(watcher) = watcher {
+            self.arm(key, watcher);
+        }
+    }
+
+    /// Waits until at least one armed watch fires (removing every fired one), the deadline
+    /// passes or `cancel` is cancelled.
+    pub async fn wait(&mut self, deadline: Option<Instant>, cancel: &CancellationToken) -> Wake {
+        let deadline_sleep = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        let pending = &mut self.pending;
+        let fired = std::future::poll_fn(|cx| {
+            let before = pending.len();
+            pending.retain(|_, watch| watch.as_mut().poll(cx).is_pending());
+            if pending.len() < before {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        });
+        tokio::select! {
+            _ = cancel.cancelled() => Wake::Cancelled,
+            _ = deadline_sleep => Wake::Deadline,
+            _ = fired => Wake::Watch,
+        }
+    }
+}
+
+/// The [`WatchSet`] key of a child watch on `path`.
+pub fn children_key(path: &str) -> String {
+    format!("children:{path}")
+}
+
+/// The [`WatchSet`] key of an exists watch on `path`.
+pub fn exists_key(path: &str) -> String {
+    format!("exists:{path}")
+}
+
+/// Children of `path` (`None` when it does not exist), setting a child watch when `watch`.
+pub async fn list(
+    client: &zk::Client,
+    path: &str,
+    watch: bool,
+) -> Result<(Option<Vec<String>>, Option<zk::OneshotWatcher>), zk::Error> {
+    let result = if watch {
+        client
+            .list_and_watch_children(path)
+            .await
+            .map(|(children, watcher)| (Some(children), Some(watcher)))
+    } else {
+        client
+            .list_children(path)
+            .await
+            .map(|children| (Some(children), None))
+    };
+    match result {
+        Err(zk::Error::NoNode) => Ok((None, None)),
+        other => other,
+    }
+}
+
+/// Whether `path` exists, setting an exists watch when `watch`.
+pub async fn exists(
+    client: &zk::Client,
+    path: &str,
+    watch: bool,
+) -> Result<(bool, Option<zk::OneshotWatcher>), zk::Error> {
+    if watch {
+        let (stat, watcher) = client.check_and_watch_stat(path).await?;
+        Ok((stat.is_some(), Some(watcher)))
+    } else {
+        Ok((client.check_stat(path).await?.is_some(), None))
+    }
+}

@@ -312,7 +312,12 @@ async fn read_prepare(
 }
 
 /// Collects `txid` if every participant acknowledged.
-async fn collect_if_acked(client: &zk::Client, layout: &Layout, txid: &str, header: &PrepareHeader) {
+async fn collect_if_acked(
+    client: &zk::Client,
+    layout: &Layout,
+    txid: &str,
+    header: &PrepareHeader,
+) {
     if let Ok(acks) = client.list_children(&layout.acks(txid)).await {
         let acks: BTreeSet<String> = acks.into_iter().collect();
         if zkops::all_acked(&header.participants, &acks) {
