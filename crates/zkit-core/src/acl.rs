@@ -234,7 +234,7 @@ mod tests {
         let only_alice = [acl("digest", "alice:h")];
         assert_eq!(check(&[], perms::ALL, &[]), Ok(()));
         assert_eq!(check(&only_alice, perms::READ, &[]), Err(ErrorCode::NoAuth));
-        assert_eq!(check(&only_alice, perms::READ, &[alice.clone()]), Ok(()));
+        assert_eq!(check(&only_alice, perms::READ, &[alice]), Ok(()));
         assert_eq!(
             check(&only_alice, perms::READ, &[id("digest", "bob:h")]),
             Err(ErrorCode::NoAuth)

@@ -496,11 +496,7 @@ fn data_dir_size(shared: &Shared) -> u64 {
             })
             .sum()
     }
-    shared
-        .config
-        .data_dir
-        .as_deref()
-        .map_or(0, |d| walk(d, 0))
+    shared.config.data_dir.as_deref().map_or(0, |d| walk(d, 0))
 }
 
 /// `envi`: the environment, ZooKeeper's `Environment:` block with Rust-side values.

@@ -165,8 +165,7 @@ impl Metrics {
         lock(&self.per_op).entry(op).or_default().observe(elapsed);
     }
 
-    /// One storage flush took `elapsed`: the hook the storage layer calls around its fsync.
-    #[allow(dead_code)] // called by the durable storage once it reports flush times
+    /// One storage flush (a batch's append + fsync) took `elapsed`.
     pub fn record_fsync(&self, elapsed: Duration) {
         lock(&self.fsync).observe(elapsed);
     }

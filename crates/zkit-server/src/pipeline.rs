@@ -240,9 +240,13 @@ impl Pipeline {
     async fn flush(&mut self) -> std::io::Result<()> {
         let ready = self.core.ready();
         if !ready.txns.is_empty() {
+            // One persist = one append + fsync of the batch (group commit): its time is the
+            // fsync latency /metrics reports.
+            let started = Instant::now();
             if let Err(err) = self.storage.persist(&ready.txns).await {
                 return self.rebuild_after(err).await;
             }
+            self.metrics.record_fsync(started.elapsed());
             if let Some(last) = ready.txns.last() {
                 debug!(
                     zxid = format_args!("{:#x}", last.zxid),

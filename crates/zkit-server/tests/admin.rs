@@ -161,6 +161,12 @@ async fn admin_endpoint_serves_metrics_and_commands() {
         );
     }
 
+    // Every write batch went through one storage flush.
+    assert!(
+        !metrics.contains("zkit_fsync_latency_seconds_count 0\n"),
+        "{metrics}"
+    );
+
     let (status, body) = http_get(admin, "/commands/ruok").await;
     assert_eq!(status, 200);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -39,7 +39,8 @@ enum Fault {
     None,
     KillCoordinator,
     KillParticipant(usize),
-    DropConnection(usize),
+    /// Drop P1's connection (through the fault proxy); the session survives.
+    DropConnection,
     KillBoth(usize),
 }
 
@@ -98,14 +99,13 @@ async fn one_run(addr: &str, seed: u64) -> String {
         run.start_participant(i).await;
     }
     let recoverer_session = common::session(addr, Duration::from_secs(10)).await;
-    let _recoverer =
-        Recoverer::start(&recoverer_session, &options, "r", None).expect("recoverer");
+    let _recoverer = Recoverer::start(&recoverer_session, &options, "r", None).expect("recoverer");
 
     let fault = match rng.gen_range(0..10) {
         0 | 1 => Fault::None,
         2..=4 => Fault::KillCoordinator,
         5 | 6 => Fault::KillParticipant(rng.gen_range(0..3)),
-        7 => Fault::DropConnection(0),
+        7 => Fault::DropConnection,
         _ => Fault::KillBoth(rng.gen_range(0..3)),
     };
     let veto = rng.gen_bool(0.2);
@@ -115,7 +115,9 @@ async fn one_run(addr: &str, seed: u64) -> String {
 
     let coordinator_session = common::session(addr, Duration::from_secs(10)).await;
     let coordinator = Coordinator::new(&coordinator_session, options.clone()).expect("coordinator");
-    let txn = coordinator.begin(&NAMES, payload.as_bytes()).expect("begin");
+    let txn = coordinator
+        .begin(&NAMES, payload.as_bytes())
+        .expect("begin");
     let txid = txn.txid().to_string();
     let commit = tokio::spawn(txn.commit());
     tokio::time::sleep(at).await;
@@ -125,7 +127,7 @@ async fn one_run(addr: &str, seed: u64) -> String {
         Fault::None => {}
         Fault::KillCoordinator => coordinator_alive = false,
         Fault::KillParticipant(i) => killed = Some(i),
-        Fault::DropConnection(_) => run.proxy.drop_connections().await,
+        Fault::DropConnection => run.proxy.drop_connections().await,
         Fault::KillBoth(i) => {
             coordinator_alive = false;
             killed = Some(i);
@@ -163,7 +165,11 @@ async fn one_run(addr: &str, seed: u64) -> String {
         let tree = probe.client().check_stat(&layout.txn(&txid)).await;
         let mut inboxes_empty = true;
         for p in NAMES {
-            if let Ok(Some(_)) = probe.client().check_stat(&layout.inbox_entry(p, &txid)).await {
+            if let Ok(Some(_)) = probe
+                .client()
+                .check_stat(&layout.inbox_entry(p, &txid))
+                .await
+            {
                 inboxes_empty = false;
             }
         }
@@ -183,7 +189,10 @@ async fn one_run(addr: &str, seed: u64) -> String {
     }
 
     let states: Vec<FileState> = (0..3).map(|i| run.resource(i).state(&txid)).collect();
-    let committed = states.iter().filter(|s| **s == FileState::Committed).count();
+    let committed = states
+        .iter()
+        .filter(|s| **s == FileState::Committed)
+        .count();
     assert!(
         committed == 0 || committed == 3,
         "seed {seed} ({fault:?}): not atomic: {states:?}"
@@ -193,7 +202,10 @@ async fn one_run(addr: &str, seed: u64) -> String {
         "seed {seed} ({fault:?}): left in doubt: {states:?}"
     );
     for i in 0..3 {
-        assert_eq!(run.resource(i).list(FileState::Prepared), Vec::<String>::new());
+        assert_eq!(
+            run.resource(i).list(FileState::Prepared),
+            Vec::<String>::new()
+        );
     }
     if committed == 0 {
         // The tree existed (it is collected only after every ack): everyone applied abort;

@@ -22,7 +22,12 @@ use zkit::{Session, SessionOptions};
 #[derive(Debug, clap::Args)]
 pub struct BenchTxnArgs {
     /// ZooKeeper connect string.
-    #[arg(long, short = 's', env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
+    #[arg(
+        long,
+        short = 's',
+        env = "ZKIT_SERVER",
+        default_value = "127.0.0.1:2181"
+    )]
     pub server: String,
     /// Sequential transactions for the latency figures.
     #[arg(long, default_value_t = 500)]
@@ -42,7 +47,11 @@ struct MemoryResource {
 }
 
 impl Resource for MemoryResource {
-    fn prepare<'a>(&'a self, txid: &'a str, _payload: &'a [u8]) -> BoxFuture<'a, Result<Vote, TxnError>> {
+    fn prepare<'a>(
+        &'a self,
+        txid: &'a str,
+        _payload: &'a [u8],
+    ) -> BoxFuture<'a, Result<Vote, TxnError>> {
         self.prepared
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -50,15 +59,27 @@ impl Resource for MemoryResource {
         async { Ok(Vote::Yes) }.boxed()
     }
     fn commit<'a>(&'a self, txid: &'a str) -> BoxFuture<'a, Result<(), TxnError>> {
-        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).remove(txid);
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(txid);
         async { Ok(()) }.boxed()
     }
     fn abort<'a>(&'a self, txid: &'a str) -> BoxFuture<'a, Result<(), TxnError>> {
-        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).remove(txid);
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(txid);
         async { Ok(()) }.boxed()
     }
     fn in_doubt(&self) -> BoxFuture<'_, Result<Vec<String>, TxnError>> {
-        let list = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        let list = self
+            .prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect();
         async move { Ok(list) }.boxed()
     }
 }
@@ -87,7 +108,11 @@ async fn connect(server: &str) -> anyhow::Result<Session> {
 /// # Errors
 /// Connection failures, or a transaction that did not commit.
 pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
-    let root = format!("/zkit-bench-txn-{}-{}", std::process::id(), zkit::txn::now_ms());
+    let root = format!(
+        "/zkit-bench-txn-{}-{}",
+        std::process::id(),
+        zkit::txn::now_ms()
+    );
     let options = TxnOptions {
         vote_timeout: Duration::from_secs(10),
         ..TxnOptions::with_root(&root)
@@ -96,7 +121,13 @@ pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
     let mut keep = Vec::new();
     for name in names {
         let session = connect(&args.server).await?;
-        let participant = Participant::start(&session, &options, name, Arc::new(MemoryResource::default()), None)?;
+        let participant = Participant::start(
+            &session,
+            &options,
+            name,
+            Arc::new(MemoryResource::default()),
+            None,
+        )?;
         keep.push((session, participant));
     }
     let session = connect(&args.server).await?;

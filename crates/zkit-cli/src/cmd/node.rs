@@ -87,6 +87,11 @@ pub enum NodeCommand {
         /// TTL node (e.g. `30s`): removed when childless and unmodified for this long.
         #[arg(long, short = 't', value_parser = humantime::parse_duration)]
         ttl: Option<Duration>,
+        /// ACL entries in zkCli syntax (`auth::cdrwa`, `digest:user:hash:cdrwa`,
+        /// `world:anyone:r`, `ip:10.0.0.0/8:r`), repeatable or comma-separated
+        /// [default: world:anyone:cdrwa].
+        #[arg(long)]
+        acl: Vec<String>,
         #[command(flatten)]
         server: ServerArg,
     },
@@ -208,8 +213,10 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
             sequential,
             container,
             ttl,
+            acl,
             ..
         } => {
+            let acl = super::admin::parse_acl_list(&acl)?;
             let mode = match (ephemeral, sequential, container) {
                 (true, true, _) => CreateMode::EphemeralSequential,
                 (true, false, _) => CreateMode::Ephemeral,
@@ -217,7 +224,12 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
                 (false, false, true) => CreateMode::Container,
                 (false, false, false) => CreateMode::Persistent,
             };
-            let mut options = mode.with_acls(Acls::anyone_all());
+            let acls = if acl.is_empty() {
+                Acls::anyone_all()
+            } else {
+                Acls::new(&acl)
+            };
+            let mut options = mode.with_acls(acls);
             if let Some(ttl) = ttl {
                 options = options.with_ttl(ttl);
             }

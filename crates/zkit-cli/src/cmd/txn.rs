@@ -32,7 +32,12 @@ use zkit::{Session, SessionOptions};
 #[derive(Debug, Clone, clap::Args)]
 pub struct TxnCommon {
     /// ZooKeeper connect string.
-    #[arg(long, short = 's', env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
+    #[arg(
+        long,
+        short = 's',
+        env = "ZKIT_SERVER",
+        default_value = "127.0.0.1:2181"
+    )]
     pub server: String,
     /// Root znode of the transactions.
     #[arg(long, default_value = zkit::txn::DEFAULT_ROOT)]
@@ -88,6 +93,9 @@ pub enum TxnCommand {
         /// Vote timeout.
         #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
         vote_timeout: Duration,
+        /// How long to wait for acknowledgements after deciding (the decision stands anyway).
+        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        ack_timeout: Duration,
         /// How long the leader leaves a live coordinator's transaction past its deadline.
         #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
         recovery_grace: Duration,
@@ -141,6 +149,7 @@ pub async fn run(command: TxnCommand) -> Result<i32> {
             payload,
             count,
             vote_timeout,
+            ack_timeout,
             recovery_grace,
             decision_delay,
             no_recover,
@@ -149,11 +158,22 @@ pub async fn run(command: TxnCommand) -> Result<i32> {
         } => {
             let options = TxnOptions {
                 vote_timeout,
+                ack_timeout,
                 recovery_grace,
                 decision_delay: decision_delay.unwrap_or_default(),
                 ..TxnOptions::with_root(&common.root)
             };
-            coordinator(common, options, participants, payload, count, no_recover, stay, id).await
+            coordinator(
+                common,
+                options,
+                participants,
+                payload,
+                count,
+                no_recover,
+                stay,
+                id,
+            )
+            .await
         }
         TxnCommand::List { common } => list(common).await,
         TxnCommand::Show { common, txid } => show(common, txid).await,
@@ -217,20 +237,18 @@ async fn participant(
     let resource = open_resource(&name, resource, prepare_delay).await?;
     let session = common.session().await?;
     let options = TxnOptions::with_root(&common.root);
-    let observer: Observer = Arc::new(|name, event| {
-        match event {
-            ParticipantEvent::Started { in_doubt } => println!("{name} STARTED in_doubt={in_doubt:?}"),
-            ParticipantEvent::Ready => println!("{name} READY"),
-            ParticipantEvent::Prepare { txid } => println!("{name} PREPARE {txid}"),
-            ParticipantEvent::Voted { txid, vote } => {
-                println!("{name} VOTE {txid} {}", vote_word(vote))
-            }
-            ParticipantEvent::Applied { txid, decision } => {
-                println!("{name} APPLIED {txid} {}", decision.word())
-            }
-            ParticipantEvent::Trouble { txid, error } => {
-                println!("{name} TROUBLE {} {error}", txid.as_deref().unwrap_or("-"))
-            }
+    let observer: Observer = Arc::new(|name, event| match event {
+        ParticipantEvent::Started { in_doubt } => println!("{name} STARTED in_doubt={in_doubt:?}"),
+        ParticipantEvent::Ready => println!("{name} READY"),
+        ParticipantEvent::Prepare { txid } => println!("{name} PREPARE {txid}"),
+        ParticipantEvent::Voted { txid, vote } => {
+            println!("{name} VOTE {txid} {}", vote_word(vote))
+        }
+        ParticipantEvent::Applied { txid, decision } => {
+            println!("{name} APPLIED {txid} {}", decision.word())
+        }
+        ParticipantEvent::Trouble { txid, error } => {
+            println!("{name} TROUBLE {} {error}", txid.as_deref().unwrap_or("-"))
         }
     });
     let participant = Participant::start(&session, &options, &name, resource, Some(observer))?;
@@ -271,7 +289,12 @@ async fn coordinator(
     let _recoverer = if no_recover {
         None
     } else {
-        Some(Recoverer::start(&session, &options, &format!("r-{id}"), Some(recovery_printer()))?)
+        Some(Recoverer::start(
+            &session,
+            &options,
+            &format!("r-{id}"),
+            Some(recovery_printer()),
+        )?)
     };
     let mut failures = 0;
     if !participants.is_empty() {
@@ -282,6 +305,8 @@ async fn coordinator(
             println!("COORD BEGIN {txid}");
             let started = Instant::now();
             match txn.commit().await? {
+                // The time is until commit() returned: decided, and acknowledged by everyone
+                // (or the ack timeout passed).
                 Outcome::Committed => println!(
                     "COORD DECISION {txid} commit {:.1}ms",
                     started.elapsed().as_secs_f64() * 1e3
@@ -311,7 +336,10 @@ async fn list(common: TxnCommon) -> Result<i32> {
     let members = inspect::members(&session, &layout).await?;
     println!("members: {}", members.join(", "));
     let txns = inspect::list(&session, &layout).await?;
-    println!("{:<40} {:<10} {:<8} {:<18} unacked", "txid", "phase", "decision", "votes");
+    println!(
+        "{:<40} {:<10} {:<8} {:<18} unacked",
+        "txid", "phase", "decision", "votes"
+    );
     for t in txns {
         let phase = match t.phase() {
             Phase::InFlight => "in-flight",
@@ -345,9 +373,17 @@ async fn show(common: TxnCommon, txid: String) -> Result<i32> {
     println!("coordinator:  {}", t.header.coordinator);
     println!(
         "participants: {}",
-        t.header.participants.iter().cloned().collect::<Vec<_>>().join(", ")
+        t.header
+            .participants
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    println!("deadline_ms:  {} (created {})", t.header.deadline_ms, t.header.created_ms);
+    println!(
+        "deadline_ms:  {} (created {})",
+        t.header.deadline_ms, t.header.created_ms
+    );
     println!("payload:      {}", String::from_utf8_lossy(&t.payload));
     for (p, v) in &t.votes {
         println!("vote:         {p} = {}", vote_word(v));
@@ -356,7 +392,10 @@ async fn show(common: TxnCommon, txid: String) -> Result<i32> {
         Some((d, by)) => println!("decision:     {d:?} by {by}"),
         None => println!("decision:     (none yet)"),
     }
-    println!("acks:         {}", t.acks.iter().cloned().collect::<Vec<_>>().join(", "));
+    println!(
+        "acks:         {}",
+        t.acks.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
     Ok(0)
 }
 
@@ -459,7 +498,12 @@ impl Procs {
     /// Waits (bounded) for a line from `who` containing every word of `words`; returns when it
     /// was read and its text. Lines read while waiting for something else are kept for later
     /// `expect`s (a process's lines are searched in order).
-    async fn expect(&mut self, who: &str, words: &[&str], limit: Duration) -> Result<(Instant, String)> {
+    async fn expect(
+        &mut self,
+        who: &str,
+        words: &[&str],
+        limit: Duration,
+    ) -> Result<(Instant, String)> {
         let hit = |line: &Line| line.who == who && words.iter().all(|w| line.text.contains(w));
         if let Some(i) = self.pending.iter().position(hit) {
             let line = self.pending.remove(i);
@@ -525,7 +569,13 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     }
     procs.spawn(
         "RECOVER",
-        &["coordinator".into(), "--recovery-grace".into(), "200ms".into(), "--id".into(), "group1".into()],
+        &[
+            "coordinator".into(),
+            "--recovery-grace".into(),
+            "200ms".into(),
+            "--id".into(),
+            "group1".into(),
+        ],
     )?;
     for p in PS {
         procs.expect(p, &["READY"], wait).await?;
@@ -554,14 +604,21 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
         took.push(started.elapsed().as_secs_f64() * 1e3);
     }
     took.sort_by(f64::total_cmp);
-    let all_applied = PS.iter().all(|p| procs.state(p, &last).ok() == Some(FileState::Committed));
+    let all_applied = PS
+        .iter()
+        .all(|p| procs.state(p, &last).ok() == Some(FileState::Committed));
     writeln!(out, "1. normal commit (3 participant processes)")?;
     writeln!(
         out,
         "   {committed} of 20 committed and applied everywhere; prepare→all applied (ms): median {:.1}, min {:.1}, max {:.1}",
         took[10], took[0], took[19]
     )?;
-    writeln!(out, "   last one: {} → {}", last, states_line(procs, &last)?)?;
+    writeln!(
+        out,
+        "   last one: {} → {}",
+        last,
+        states_line(procs, &last)?
+    )?;
     if committed != 20 || !all_applied {
         bail!("all-yes transactions did not all commit");
     }
@@ -587,21 +644,42 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     let commit = tokio::spawn(txn.commit());
     procs.expect("P3", &["PREPARE", &txid], wait).await?;
     procs.kill9("P3").await?;
-    let (applied_at, _) = procs.expect("P1", &["APPLIED", &txid, "abort"], wait).await?;
+    let (applied_at, _) = procs
+        .expect("P1", &["APPLIED", &txid, "abort"], wait)
+        .await?;
     let secs = applied_at.duration_since(started).as_secs_f64();
     let outcome = commit.await??;
     let returned = started.elapsed().as_secs_f64();
-    let votes = inspect::show(&session, &layout, &txid).await.map(|t| t.votes.keys().cloned().collect::<Vec<_>>());
-    writeln!(out, "3. participant P3 killed -9 while preparing (before voting)")?;
-    writeln!(out, "   abort decided and applied by P1 after {secs:.1} s (vote timeout 2 s): {outcome:?}")?;
+    let votes = inspect::show(&session, &layout, &txid)
+        .await
+        .map(|t| t.votes.keys().cloned().collect::<Vec<_>>());
+    writeln!(
+        out,
+        "3. participant P3 killed -9 while preparing (before voting)"
+    )?;
+    writeln!(
+        out,
+        "   abort decided and applied by P1 after {secs:.1} s (vote timeout 2 s): {outcome:?}"
+    )?;
     writeln!(out, "   commit() returned after {returned:.1} s (it also waited the 2 s ack timeout for dead P3)")?;
-    writeln!(out, "   votes present: {:?}; applied: {}", votes.unwrap_or_default(), states_line(procs, &txid)?)?;
+    writeln!(
+        out,
+        "   votes present: {:?}; applied: {}",
+        votes.unwrap_or_default(),
+        states_line(procs, &txid)?
+    )?;
     if !matches!(outcome, Outcome::Aborted(_)) {
         bail!("a dead participant did not abort the transaction");
     }
     procs.spawn_participant("P3", None)?;
-    procs.expect("P3", &["APPLIED", &txid, "abort"], wait).await?;
-    writeln!(out, "   P3 restarted and applied the abort: P3={:?}", procs.state("P3", &txid)?)?;
+    procs
+        .expect("P3", &["APPLIED", &txid, "abort"], wait)
+        .await?;
+    writeln!(
+        out,
+        "   P3 restarted and applied the abort: P3={:?}",
+        procs.state("P3", &txid)?
+    )?;
     procs.expect("P3", &["READY"], wait).await?;
 
     // 4. The coordinator killed before writing the decision: the recovering group commits.
@@ -627,11 +705,16 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     }
     procs.kill9("COORD").await?;
     let killed = Instant::now();
-    let (decided, _) = procs.expect("RECOVER", &["DECISION", &txid], Duration::from_secs(60)).await?;
+    let (decided, _) = procs
+        .expect("RECOVER", &["DECISION", &txid], Duration::from_secs(60))
+        .await?;
     for p in PS {
         procs.expect(p, &["APPLIED", &txid, "commit"], wait).await?;
     }
-    writeln!(out, "4. coordinator killed -9 after all votes, before the decision")?;
+    writeln!(
+        out,
+        "4. coordinator killed -9 after all votes, before the decision"
+    )?;
     writeln!(
         out,
         "   recoverer (leader of the coordinator group) committed {:.1} s after the kill (the dead coordinator's session expired first)",
@@ -657,10 +740,22 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     let in_doubt = procs.state("P3", &txid)?;
     procs.spawn_participant("P3", None)?;
     procs.expect("P3", &["STARTED", &txid], wait).await?;
-    procs.expect("P3", &["APPLIED", &txid, "commit"], wait).await?;
-    writeln!(out, "5. participant P3 killed -9 after voting yes, restarted")?;
-    writeln!(out, "   decision: {outcome:?}; P3 while down: {in_doubt:?} (in doubt)")?;
-    writeln!(out, "   P3 restarted, found it in doubt, applied the decision: {}", states_line(procs, &txid)?)?;
+    procs
+        .expect("P3", &["APPLIED", &txid, "commit"], wait)
+        .await?;
+    writeln!(
+        out,
+        "5. participant P3 killed -9 after voting yes, restarted"
+    )?;
+    writeln!(
+        out,
+        "   decision: {outcome:?}; P3 while down: {in_doubt:?} (in doubt)"
+    )?;
+    writeln!(
+        out,
+        "   P3 restarted, found it in doubt, applied the decision: {}",
+        states_line(procs, &txid)?
+    )?;
     procs.expect("P3", &["READY"], wait).await?;
 
     // 6. The old coordinator and the recoverer race for the decision.
@@ -692,17 +787,36 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     writeln!(out, "6. old coordinator (stuck before deciding) vs recoverer (took over after deadline + grace)")?;
     writeln!(out, "   recoverer: {recover_line}")?;
     writeln!(out, "   old coordinator: {old_line}")?;
-    writeln!(out, "   decision node: {stands}; applied: {}", states_line(procs, &txid)?)?;
+    writeln!(
+        out,
+        "   decision node: {stands}; applied: {}",
+        states_line(procs, &txid)?
+    )?;
 
     writeln!(out)?;
-    writeln!(out, "   {:<58} {}", "scenario", "result")?;
+    writeln!(out, "   {:<58} result", "scenario")?;
     for (name, result) in [
-        ("20 all-yes transactions", format!("{committed}/20 commit, median {:.1} ms", took[10])),
+        (
+            "20 all-yes transactions",
+            format!("{committed}/20 commit, median {:.1} ms", took[10]),
+        ),
         ("one no vote", "abort, applied by all".into()),
-        ("participant killed before voting", format!("abort after {secs:.1} s")),
-        ("coordinator killed before decision", "recovery commits".into()),
-        ("participant killed after yes, restarted", "applies commit".into()),
-        ("old coordinator vs recoverer", "one decision, both agree".into()),
+        (
+            "participant killed before voting",
+            format!("abort after {secs:.1} s"),
+        ),
+        (
+            "coordinator killed before decision",
+            "recovery commits".into(),
+        ),
+        (
+            "participant killed after yes, restarted",
+            "applies commit".into(),
+        ),
+        (
+            "old coordinator vs recoverer",
+            "one decision, both agree".into(),
+        ),
     ] {
         writeln!(out, "   {name:<58} {result}")?;
     }

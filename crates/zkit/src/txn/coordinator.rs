@@ -274,21 +274,29 @@ impl Transaction {
             Instant::now() + inner.options.ack_timeout,
         )
         .await?;
-        // Done with it: let it be collected (now, if everyone acked; else by the last ack).
-        let owner = layout.owner(txid);
-        retrying(&inner.session, &inner.stop, |client| {
-            let owner = &owner;
-            async move {
-                match client.delete(owner, None).await {
-                    Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-                    Err(err) => Err(err),
+        // Done with it: let it be collected (now, if everyone acked; else by the last ack). In
+        // the background: the outcome is settled, and a crash here only leaves the ephemeral
+        // `owner` to go with the session.
+        let session = inner.session.clone();
+        let stop = inner.stop.clone();
+        let layout = layout.clone();
+        let txid = txid.to_string();
+        tokio::spawn(async move {
+            let owner = layout.owner(&txid);
+            let deleted = retrying(&session, &stop, |client| {
+                let owner = &owner;
+                async move {
+                    match client.delete(owner, None).await {
+                        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                        Err(err) => Err(err),
+                    }
                 }
+            })
+            .await;
+            if deleted.is_ok() && all_acked {
+                zkops::collect(&session.client(), &layout, &txid).await;
             }
-        })
-        .await?;
-        if all_acked {
-            zkops::collect(&inner.session.client(), layout, txid).await;
-        }
+        });
         Ok(decision.into())
     }
 }
@@ -324,7 +332,7 @@ async fn write_tree(
             for (path, data) in paths {
                 multi.add_create(path, data, options)?;
             }
-            multi.add_create(&layout.owner(txid), &[], &ephemeral)?;
+            multi.add_create(&layout.owner(txid), &[], ephemeral)?;
             match multi.commit().await {
                 Ok(_) => Ok(true),
                 Err(err) => match zk::Error::from(err) {

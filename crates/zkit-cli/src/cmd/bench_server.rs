@@ -1,0 +1,1768 @@
+//! `zkit bench server` and `zkit bench compare`: a load generator for any ZooKeeper-compatible
+//! server, and a side-by-side run of `zkit serve` against Apache ZooKeeper.
+//!
+//! The load generator is built on the `zookeeper-client` crate, an implementation independent of
+//! zkit's own codec, so what it measures is the server. Each session keeps up to `--inflight`
+//! requests on the wire (the client sends a request when its future is first polled and matches
+//! replies by xid); latencies go into an HDR histogram in microseconds. With `--rate`, requests
+//! are issued on a fixed schedule instead of as fast as replies come back, and latency is counted
+//! from the scheduled time, so a stalled server cannot hide its backlog (coordinated omission).
+//!
+//! `zkit bench compare` starts both servers (one at a time, fresh for each phase, fsync on, data
+//! directories side by side on the same disk), runs the same workloads against each, reads server
+//! RSS from `/proc/PID/status` and data-directory size at the end of each phase, prints a table of
+//! figures and ratios, reports which of issue 8's targets held, and writes `docs/PERFORMANCE.md`.
+//!
+//! It measures; it asserts nothing: a target that does not hold is reported, not an error. Every
+//! phase is bounded in time and every server it starts is stopped on the way out.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use futures::stream::{FuturesUnordered, StreamExt as _};
+use hdrhistogram::Histogram;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use zookeeper_client as zk;
+
+/// Highest latency the histograms hold (60 s, in microseconds); longer ones are clamped.
+const MAX_LATENCY_US: u64 = 60_000_000;
+/// Session timeout the load generator asks for: long enough that a loaded 2-core machine does
+/// not expire sessions mid-run, short enough that idle sessions ping every few seconds.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Nodes that `get`, `set` and `mixed` pick from.
+const KEY_COUNT: usize = 1000;
+
+/// The operation mix of a load run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpMix {
+    /// Create new persistent nodes (one per request).
+    Create,
+    /// getData on existing nodes.
+    Get,
+    /// setData on existing nodes.
+    Set,
+    /// `read_percent` % getData, the rest setData.
+    Mixed {
+        /// Share of reads, 0–100.
+        read_percent: u8,
+    },
+    /// exists on a missing node: the cheapest request, a round trip through the server.
+    Exists,
+}
+
+impl FromStr for OpMix {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "create" => Ok(OpMix::Create),
+            "get" => Ok(OpMix::Get),
+            "set" => Ok(OpMix::Set),
+            "exists" => Ok(OpMix::Exists),
+            "mixed" => Ok(OpMix::Mixed { read_percent: 90 }),
+            other => match other.strip_prefix("mixed:").map(str::parse::<u8>) {
+                Some(Ok(p)) if p <= 100 => Ok(OpMix::Mixed { read_percent: p }),
+                _ => Err(format!(
+                    "expected create, get, set, exists or mixed:PERCENT_READS, not {other:?}"
+                )),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for OpMix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpMix::Create => f.write_str("create"),
+            OpMix::Get => f.write_str("get"),
+            OpMix::Set => f.write_str("set"),
+            OpMix::Exists => f.write_str("exists"),
+            OpMix::Mixed { read_percent } => write!(f, "mixed:{read_percent}"),
+        }
+    }
+}
+
+/// Arguments of `zkit bench server`.
+#[derive(Debug, clap::Args)]
+pub struct BenchServerArgs {
+    /// ZooKeeper connect string of the server under test.
+    #[arg(long, short = 's', env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
+    pub server: String,
+    /// Concurrent sessions (one TCP connection each).
+    #[arg(long, default_value_t = 64)]
+    pub sessions: usize,
+    /// Requests in flight per session.
+    #[arg(long, default_value_t = 32)]
+    pub inflight: usize,
+    /// create | get | set | exists | mixed:PERCENT_READS (e.g. mixed:90).
+    #[arg(long, default_value = "mixed:90")]
+    pub ops: OpMix,
+    /// Bytes of data per created or set node.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Offered load in requests per second over all sessions (open loop, latency counted from
+    /// the scheduled send time); unset: as fast as replies come back.
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Parent of the per-run directory of nodes.
+    #[arg(long, default_value = "/zkit-bench")]
+    pub path: String,
+    /// Leave the run's nodes on the server instead of deleting them.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print one JSON object instead of a text line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a load run is asked to do.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// Connect string.
+    pub server: String,
+    /// Sessions.
+    pub sessions: usize,
+    /// Requests in flight per session.
+    pub inflight: usize,
+    /// Operation mix.
+    pub ops: OpMix,
+    /// Data bytes per write.
+    pub value_size: usize,
+    /// Measured time.
+    pub duration: Duration,
+    /// Offered load (requests/s over all sessions), or closed loop.
+    pub rate: Option<u64>,
+    /// Parent path of the run directory.
+    pub path: String,
+    /// Delete the run's nodes afterwards.
+    pub cleanup: bool,
+    /// Label of the progress line.
+    pub label: String,
+}
+
+/// The figures of one load run.
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    /// Operation mix.
+    pub ops: OpMix,
+    /// Sessions × in flight.
+    pub sessions: usize,
+    /// Requests in flight per session.
+    pub inflight: usize,
+    /// Requests answered successfully.
+    pub completed: u64,
+    /// Requests answered with an error.
+    pub errors: u64,
+    /// Measured wall time.
+    pub elapsed: Duration,
+    /// Successful requests per second.
+    pub ops_per_sec: f64,
+    /// Latency percentiles in microseconds: p50, p99, p99.9, max.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// 99.9th percentile.
+    pub p999_us: u64,
+    /// Slowest request.
+    pub max_us: u64,
+    /// The first error seen, if any.
+    pub first_error: Option<String>,
+}
+
+impl LoadReport {
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ops": self.ops.to_string(),
+            "sessions": self.sessions,
+            "inflight": self.inflight,
+            "completed": self.completed,
+            "errors": self.errors,
+            "seconds": self.elapsed.as_secs_f64(),
+            "ops_per_sec": self.ops_per_sec,
+            "latency_us": {
+                "p50": self.p50_us, "p99": self.p99_us, "p99_9": self.p999_us, "max": self.max_us,
+            },
+            "first_error": self.first_error,
+        })
+    }
+
+    fn line(&self) -> String {
+        let mut s = format!(
+            "{} sessions={} inflight={}: {:.0} ops/s ({} ok, {} errors in {:.1}s); latency \
+             p50 {} p99 {} p99.9 {} max {}",
+            self.ops,
+            self.sessions,
+            self.inflight,
+            self.ops_per_sec,
+            self.completed,
+            self.errors,
+            self.elapsed.as_secs_f64(),
+            ms(self.p50_us),
+            ms(self.p99_us),
+            ms(self.p999_us),
+            ms(self.max_us),
+        );
+        if let Some(e) = &self.first_error {
+            let _ = write!(s, " (first error: {e})");
+        }
+        s
+    }
+}
+
+/// Microseconds as milliseconds with three decimals.
+fn ms(us: u64) -> String {
+    format!("{:.3} ms", us as f64 / 1000.0)
+}
+
+fn new_histogram() -> Histogram<u64> {
+    // 3 significant digits over 1 µs..60 s: the bounds are constants, so this cannot fail.
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("constant histogram bounds are valid")
+}
+
+fn record(h: &mut Histogram<u64>, d: Duration) {
+    let us = u64::try_from(d.as_micros()).unwrap_or(MAX_LATENCY_US);
+    h.saturating_record(us.clamp(1, MAX_LATENCY_US));
+}
+
+/// Runs `zkit bench server`.
+pub async fn run(args: BenchServerArgs) -> Result<i32> {
+    raise_fd_limit();
+    let spec = LoadSpec {
+        server: args.server.clone(),
+        sessions: args.sessions.max(1),
+        inflight: args.inflight.max(1),
+        ops: args.ops,
+        value_size: args.value_size,
+        duration: Duration::from_secs(args.seconds.max(1)),
+        rate: args.rate.filter(|r| *r > 0),
+        path: args.path.clone(),
+        cleanup: !args.keep,
+        label: args.ops.to_string(),
+    };
+    let report = run_load(&spec).await?;
+    if args.json {
+        println!("{}", report.json());
+    } else {
+        println!("{}", report.line());
+    }
+    Ok(if report.completed == 0 { 1 } else { 0 })
+}
+
+async fn connect(server: &str) -> Result<zk::Client> {
+    zk::Client::connector()
+        .with_session_timeout(SESSION_TIMEOUT)
+        .connect(server)
+        .await
+        .with_context(|| format!("connecting to {server}"))
+}
+
+/// Creates `path` and its missing ancestors (persistent, open ACL).
+async fn ensure_path(client: &zk::Client, path: &str) -> Result<()> {
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let mut prefix = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        prefix.push('/');
+        prefix.push_str(part);
+        match client.create(&prefix, b"", &options).await {
+            Ok(_) | Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(e).with_context(|| format!("creating {prefix}")),
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work(i)` for `i in 0..count` with up to `window` of them in flight.
+async fn pipelined<F, Fut>(count: usize, window: usize, work: F) -> Result<()>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let mut next = 0;
+    let mut inflight = FuturesUnordered::new();
+    loop {
+        while next < count && inflight.len() < window {
+            inflight.push(work(next));
+            next += 1;
+        }
+        match inflight.next().await {
+            Some(result) => result?,
+            None => return Ok(()),
+        }
+    }
+}
+
+static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh run directory below `parent`.
+fn run_dir(parent: &str) -> String {
+    format!(
+        "{}/r{}-{}",
+        parent.trim_end_matches('/'),
+        std::process::id(),
+        RUN_COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A small, fast, seeded generator: the mix must not cost the client more than the request.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Create(u64),
+    Get(usize),
+    Set(usize),
+    Exists,
+}
+
+struct SessionOutcome {
+    histogram: Histogram<u64>,
+    completed: u64,
+    errors: u64,
+    created: u64,
+    first_error: Option<String>,
+}
+
+/// One session's loop: keep `inflight` requests outstanding (or follow the rate schedule) until
+/// `end`, then wait for the stragglers.
+#[allow(clippy::too_many_arguments)]
+async fn session_loop(
+    client: zk::Client,
+    sid: usize,
+    spec: Arc<LoadSpec>,
+    dir: Arc<String>,
+    keys: Arc<Vec<String>>,
+    start: Instant,
+    end: Instant,
+    progress: Arc<AtomicU64>,
+) -> SessionOutcome {
+    let value = vec![b'x'; spec.value_size];
+    let create = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let missing = format!("{dir}/missing");
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ ((sid as u64 + 1) << 17));
+    let interval = spec.rate.map(|r| {
+        Duration::from_secs_f64(spec.sessions as f64 / r as f64).max(Duration::from_nanos(1))
+    });
+    // Spread the sessions' schedules over one interval so they do not fire in lockstep.
+    let mut next_due =
+        start + interval.map_or(Duration::ZERO, |i| i.mul_f64(sid as f64 / spec.sessions as f64));
+    let mut seq = 0u64;
+    let mut out = SessionOutcome {
+        histogram: new_histogram(),
+        completed: 0,
+        errors: 0,
+        created: 0,
+        first_error: None,
+    };
+    let mut inflight = FuturesUnordered::new();
+    let (client, value, create, missing, keys) = (&client, &value, &create, &missing, &keys);
+    let dir = &dir;
+    loop {
+        let now = Instant::now();
+        if now >= end && inflight.is_empty() {
+            break;
+        }
+        while now < end && inflight.len() < spec.inflight {
+            let due = match interval {
+                None => now,
+                Some(_) if next_due > now => break,
+                Some(i) => {
+                    let due = next_due;
+                    next_due += i;
+                    due
+                }
+            };
+            let op = match spec.ops {
+                OpMix::Create => {
+                    seq += 1;
+                    Op::Create(seq - 1)
+                }
+                OpMix::Get => Op::Get(rng.next() as usize % keys.len()),
+                OpMix::Set => Op::Set(rng.next() as usize % keys.len()),
+                OpMix::Exists => Op::Exists,
+                OpMix::Mixed { read_percent } => {
+                    let k = rng.next() as usize % keys.len();
+                    if rng.next() % 100 < u64::from(read_percent) {
+                        Op::Get(k)
+                    } else {
+                        Op::Set(k)
+                    }
+                }
+            };
+            // The request is written when this future is first polled, which the next
+            // `inflight.next()` does right away; the clock starts at the scheduled time.
+            inflight.push(async move {
+                let t0 = if interval.is_some() { due } else { Instant::now() };
+                let result = match op {
+                    Op::Create(n) => {
+                        let path = format!("{dir}/c{sid}-{n}");
+                        client.create(&path, value, create).await.map(drop)
+                    }
+                    Op::Get(k) => client.get_data(&keys[k]).await.map(drop),
+                    Op::Set(k) => client.set_data(&keys[k], value, None).await.map(drop),
+                    Op::Exists => match client.check_stat(missing).await {
+                        Ok(None) => Ok(()),
+                        Ok(Some(_)) => Err(zk::Error::NodeExists),
+                        Err(e) => Err(e),
+                    },
+                };
+                (t0.elapsed(), result)
+            });
+        }
+        let waiting_for_schedule = interval.is_some() && now < end && inflight.len() < spec.inflight;
+        tokio::select! {
+            Some((latency, result)) = inflight.next(), if !inflight.is_empty() => {
+                match result {
+                    Ok(()) => {
+                        out.completed += 1;
+                        record(&mut out.histogram, latency);
+                    }
+                    Err(e) => {
+                        out.errors += 1;
+                        out.first_error.get_or_insert_with(|| e.to_string());
+                    }
+                }
+                progress.fetch_add(1, Ordering::Relaxed);
+            }
+            () = tokio::time::sleep_until(next_due.into()), if waiting_for_schedule => {}
+            else => break,
+        }
+    }
+    out.created = seq;
+    out
+}
+
+/// Prints `label: N ops, R/s` on stderr every half second while `done` is false; only on a
+/// terminal, so logs and pipes stay clean.
+fn spawn_progress(label: String, count: Arc<AtomicU64>, done: Arc<AtomicBool>) {
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    tokio::spawn(async move {
+        let start = Instant::now();
+        while !done.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let n = count.load(Ordering::Relaxed);
+            let secs = start.elapsed().as_secs_f64();
+            eprint!(
+                "\r\x1b[K  {label}: {n} ops, {:.0}/s, {secs:.0}s",
+                n as f64 / secs.max(0.001)
+            );
+            let _ = std::io::stderr().flush();
+        }
+        eprint!("\r\x1b[K");
+    });
+}
+
+/// Runs one workload and reports its figures.
+pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
+    let setup = connect(&spec.server).await?;
+    let dir = run_dir(&spec.path);
+    ensure_path(&setup, &dir).await?;
+    let keys: Vec<String> = match spec.ops {
+        OpMix::Get | OpMix::Set | OpMix::Mixed { .. } => {
+            (0..KEY_COUNT).map(|i| format!("{dir}/k{i}")).collect()
+        }
+        OpMix::Create | OpMix::Exists => vec![dir.clone()],
+    };
+    if keys.len() > 1 {
+        let value = vec![b'x'; spec.value_size];
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        pipelined(keys.len(), 256, |i| {
+            let (setup, keys, value, options) = (&setup, &keys, &value, &options);
+            async move {
+                setup
+                    .create(&keys[i], value, options)
+                    .await
+                    .map(drop)
+                    .with_context(|| format!("creating {}", keys[i]))
+            }
+        })
+        .await?;
+    }
+
+    let mut clients = Vec::with_capacity(spec.sessions);
+    let mut connecting = FuturesUnordered::new();
+    for _ in 0..spec.sessions {
+        connecting.push(connect(&spec.server));
+    }
+    while let Some(client) = connecting.next().await {
+        clients.push(client?);
+    }
+    drop(connecting);
+
+    let spec_arc = Arc::new(spec.clone());
+    let dir_arc = Arc::new(dir.clone());
+    let keys = Arc::new(keys);
+    let progress = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    spawn_progress(spec.label.clone(), progress.clone(), done.clone());
+    let start = Instant::now();
+    let end = start + spec.duration;
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(sid, client)| {
+            tokio::spawn(session_loop(
+                client,
+                sid,
+                spec_arc.clone(),
+                dir_arc.clone(),
+                keys.clone(),
+                start,
+                end,
+                progress.clone(),
+            ))
+        })
+        .collect();
+    let mut histogram = new_histogram();
+    let (mut completed, mut errors) = (0, 0);
+    let mut first_error = None;
+    let mut created = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let o = task.await.context("a load session panicked")?;
+        histogram.add(&o.histogram).context("merging histograms")?;
+        completed += o.completed;
+        errors += o.errors;
+        if first_error.is_none() {
+            first_error = o.first_error;
+        }
+        created.push(o.created);
+    }
+    let elapsed = start.elapsed();
+    done.store(true, Ordering::Relaxed);
+
+    if spec.cleanup {
+        cleanup(&setup, &dir, &keys, &created).await?;
+    }
+    let q = |p: f64| if completed == 0 { 0 } else { histogram.value_at_quantile(p) };
+    Ok(LoadReport {
+        ops: spec.ops,
+        sessions: spec.sessions,
+        inflight: spec.inflight,
+        completed,
+        errors,
+        elapsed,
+        ops_per_sec: completed as f64 / spec.duration.as_secs_f64(),
+        p50_us: q(0.5),
+        p99_us: q(0.99),
+        p999_us: q(0.999),
+        max_us: if completed == 0 { 0 } else { histogram.max() },
+        first_error,
+    })
+}
+
+/// Deletes what a run created: its keys, its `c{sid}-{n}` nodes (a create that failed may not
+/// exist, hence NoNode is fine), then the run directory.
+async fn cleanup(client: &zk::Client, dir: &str, keys: &[String], created: &[u64]) -> Result<()> {
+    let mut paths: Vec<String> = keys.iter().filter(|k| k.as_str() != dir).cloned().collect();
+    for (sid, n) in created.iter().enumerate() {
+        paths.extend((0..*n).map(|i| format!("{dir}/c{sid}-{i}")));
+    }
+    pipelined(paths.len(), 256, |i| {
+        let path = &paths[i];
+        async move {
+            match client.delete(path, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                Err(e) => Err(e).with_context(|| format!("deleting {path}")),
+            }
+        }
+    })
+    .await?;
+    match client.delete(dir, None).await {
+        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting {dir}")),
+    }
+}
+
+/// Lifts the soft open-files limit to the hard one: 10,000 idle sessions are 10,000 sockets.
+fn raise_fd_limit() {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit only read/write the struct we pass.
+        #[allow(unsafe_code)]
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+            {
+                limit.rlim_cur = limit.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// zkit bench compare
+// ---------------------------------------------------------------------------------------------
+
+/// Arguments of `zkit bench compare`.
+#[derive(Debug, clap::Args)]
+pub struct BenchCompareArgs {
+    /// Small sizes and short runs: the whole comparison in under a minute (a smoke run; the
+    /// memory figures then mostly show each server's baseline).
+    #[arg(long)]
+    pub quick: bool,
+    /// Measured seconds per throughput/latency workload [default: 10, quick: 2].
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// Sessions of the pipelined workloads.
+    #[arg(long, default_value_t = 64)]
+    pub sessions: usize,
+    /// Requests in flight per session in the pipelined workloads.
+    #[arg(long, default_value_t = 32)]
+    pub inflight: usize,
+    /// Bytes per node value.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Znodes of the memory workload [default: 1000000, quick: 20000].
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// Idle sessions, each with one watch [default: 10000, quick: 1000].
+    #[arg(long)]
+    pub idle_sessions: Option<usize>,
+    /// Watchers (one session each) of the watch storm's single write [default: 10000,
+    /// quick: 1000].
+    #[arg(long)]
+    pub watchers: Option<usize>,
+    /// Directory holding both servers' data directories (same disk for both); created, and
+    /// removed at the end unless --keep-work-dir [default: ./target/bench-compare-PID].
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Keep the work directory (data dirs, Apache's log) after the run.
+    #[arg(long)]
+    pub keep_work_dir: bool,
+    /// The Apache ZooKeeper start/stop script [default: scripts/apache-zk of this checkout].
+    #[arg(long)]
+    pub apache_script: Option<PathBuf>,
+    /// Apache ZooKeeper's JVM heap limit (-Xmx): 1,000,000 znodes do not fit the script's
+    /// 512m default.
+    #[arg(long, default_value = "1g")]
+    pub apache_heap: String,
+    /// Only measure zkit (no Java needed; no ratios).
+    #[arg(long)]
+    pub zkit_only: bool,
+    /// Client port for zkit [default: a free one].
+    #[arg(long)]
+    pub zkit_port: Option<u16>,
+    /// Client port for Apache ZooKeeper [default: a free one].
+    #[arg(long)]
+    pub apache_port: Option<u16>,
+    /// Where to write the report; `-` for nowhere [default: docs/PERFORMANCE.md of this
+    /// checkout].
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// The command line to record in the report [default: this process's own].
+    #[arg(long, env = "ZKIT_BENCH_COMMAND", hide = true)]
+    pub command_line: Option<String>,
+}
+
+/// The checkout this binary was built from (for scripts/ and docs/ defaults).
+fn checkout_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Sizes of one compare run.
+#[derive(Debug, Clone)]
+struct CompareSizes {
+    seconds: u64,
+    sync_seconds: u64,
+    nodes: usize,
+    idle_sessions: usize,
+    watchers: usize,
+    idle_window: Duration,
+    fsync_samples: usize,
+}
+
+/// Which server a figure belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Zkit,
+    Apache,
+}
+
+impl Which {
+    fn name(self) -> &'static str {
+        match self {
+            Which::Zkit => "zkit",
+            Which::Apache => "Apache ZooKeeper",
+        }
+    }
+}
+
+/// A running server under test.
+struct RunningServer {
+    which: Which,
+    addr: String,
+    pid: u32,
+    data_dir: PathBuf,
+    /// zkit's child process (Apache is stopped through its script).
+    child: Option<tokio::process::Child>,
+    /// Apache's script and directory.
+    apache: Option<(PathBuf, PathBuf)>,
+}
+
+impl RunningServer {
+    async fn start_zkit(dir: &Path, port: u16) -> Result<Self> {
+        let exe = std::env::current_exe().context("cannot find the zkit executable")?;
+        let data_dir = dir.join("data");
+        std::fs::create_dir_all(dir)?;
+        let mut child = tokio::process::Command::new(exe)
+            .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(["--fsync", "always", "--max-client-cnxns", "0", "--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start `zkit serve`")?;
+        let pid = child.id().context("zkit serve exited at once")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .context("zkit serve did not start within 30 s")??
+            .context("zkit serve exited before listening")?;
+        let addr = line
+            .strip_prefix("zkit serve listening on ")
+            .with_context(|| format!("unexpected first line from zkit serve: {line:?}"))?
+            .trim()
+            .to_string();
+        // Keep draining stdout so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(RunningServer {
+            which: Which::Zkit,
+            addr,
+            pid,
+            data_dir,
+            child: Some(child),
+            apache: None,
+        })
+    }
+
+    async fn start_apache(script: &Path, dir: &Path, port: u16, heap: &str) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let status = tokio::process::Command::new(script)
+            .arg("start")
+            .arg(dir)
+            .arg(port.to_string())
+            .env("APACHE_ZK_HEAP", heap)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .await
+            .with_context(|| format!("cannot run {}", script.display()))?;
+        if !status.success() {
+            bail!("{} start failed ({status})", script.display());
+        }
+        let pid: u32 = std::fs::read_to_string(dir.join("zk.pid"))
+            .context("apache-zk wrote no zk.pid")?
+            .trim()
+            .parse()
+            .context("bad zk.pid")?;
+        Ok(RunningServer {
+            which: Which::Apache,
+            addr: format!("127.0.0.1:{port}"),
+            pid,
+            data_dir: dir.join("data"),
+            child: None,
+            apache: Some((script.to_path_buf(), dir.to_path_buf())),
+        })
+    }
+
+    /// Resident set size in bytes (VmRSS).
+    fn rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    }
+
+    /// User + system CPU time the server has used so far.
+    fn cpu(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        #[allow(unsafe_code)]
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = if hz > 0 { hz as f64 } else { 100.0 };
+        Some(Duration::from_secs_f64((utime + stime) as f64 / hz))
+    }
+
+    async fn stop(mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            if let Some(pid) = child.id() {
+                // SIGTERM: `zkit serve` stops gracefully.
+                #[allow(unsafe_code)]
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGTERM);
+                }
+            }
+            match tokio::time::timeout(Duration::from_secs(20), child.wait()).await {
+                Ok(status) => {
+                    status?;
+                }
+                Err(_) => {
+                    child.kill().await?;
+                }
+            }
+        }
+        if let Some((script, dir)) = self.apache.take() {
+            stop_apache(&script, &dir).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn stop_apache(script: &Path, dir: &Path) -> Result<()> {
+    let status = tokio::process::Command::new(script)
+        .arg("stop")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .await?;
+    if !status.success() {
+        bail!("{} stop failed ({status})", script.display());
+    }
+    Ok(())
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        // On an error path: never leave a JVM behind (zkit's child is kill_on_drop).
+        if let Some((script, dir)) = self.apache.take() {
+            let _ = std::process::Command::new(script)
+                .arg("stop")
+                .arg(dir)
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Bytes allocated on disk below `dir` (like `du`; Apache pads its logs with sparse files, so
+/// the apparent size would overstate it).
+fn disk_usage(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut total = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_dir() {
+            total += disk_usage(&entry.path());
+        } else {
+            total += meta.blocks() * 512;
+        }
+    }
+    total
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// p50 of `samples` small appends + fdatasync to a file in `dir`: the cost of one durable
+/// write on this disk.
+fn fdatasync_p50(dir: &Path, samples: usize) -> Result<Duration> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("fdatasync-probe");
+    let mut file = std::fs::File::create(&path)?;
+    let mut h = new_histogram();
+    let record_bytes = [b'x'; 128];
+    for _ in 0..samples {
+        let t0 = Instant::now();
+        file.write_all(&record_bytes)?;
+        file.sync_data()?;
+        record(&mut h, t0.elapsed());
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(Duration::from_micros(h.value_at_quantile(0.5)))
+}
+
+/// Figures of one server.
+#[derive(Debug, Default, Clone)]
+struct ServerFigures {
+    rtt: Option<LoadReport>,
+    sync_write: Option<LoadReport>,
+    sync_read: Option<LoadReport>,
+    pipelined: Vec<LoadReport>,
+    phase1_rss: Option<u64>,
+    phase1_cpu: Option<Duration>,
+    rated: Option<LoadReport>,
+    populate: Option<(usize, Duration)>,
+    nodes_rss: Option<u64>,
+    nodes_disk: Option<u64>,
+    idle_rss: Option<u64>,
+    idle_cpu_percent: Option<f64>,
+    storm: Option<Duration>,
+    storm_delivered: usize,
+    final_disk: Option<u64>,
+}
+
+fn load_spec(server: &RunningServer, ops: OpMix, sessions: usize, inflight: usize) -> LoadSpec {
+    LoadSpec {
+        server: server.addr.clone(),
+        sessions,
+        inflight,
+        ops,
+        value_size: 100,
+        duration: Duration::from_secs(1),
+        rate: None,
+        path: "/zkit-bench".into(),
+        cleanup: false,
+        label: format!("{} {ops}", server.which.name()),
+    }
+}
+
+/// Phase 1: latency and pipelined throughput.
+async fn phase_one(
+    server: &RunningServer,
+    args: &BenchCompareArgs,
+    sizes: &CompareSizes,
+    figures: &mut ServerFigures,
+) -> Result<()> {
+    let sync = |ops| LoadSpec {
+        duration: Duration::from_secs(sizes.sync_seconds),
+        value_size: args.value_size,
+        ..load_spec(server, ops, 1, 1)
+    };
+    let cpu0 = server.cpu();
+    figures.rtt = Some(report(run_load(&sync(OpMix::Exists)).await?, server, "rtt (exists)"));
+    figures.sync_write = Some(report(run_load(&sync(OpMix::Set)).await?, server, "sync set"));
+    figures.sync_read = Some(report(run_load(&sync(OpMix::Get)).await?, server, "sync get"));
+    for ops in [OpMix::Create, OpMix::Get, OpMix::Set, OpMix::Mixed { read_percent: 90 }] {
+        let spec = LoadSpec {
+            duration: Duration::from_secs(sizes.seconds),
+            value_size: args.value_size,
+            ..load_spec(server, ops, args.sessions, args.inflight)
+        };
+        let r = run_load(&spec).await?;
+        figures.pipelined.push(report(r, server, "pipelined"));
+    }
+    figures.phase1_rss = server.rss();
+    figures.phase1_cpu = server.cpu().zip(cpu0).map(|(b, a)| b.saturating_sub(a));
+    Ok(())
+}
+
+fn report(r: LoadReport, server: &RunningServer, what: &str) -> LoadReport {
+    eprintln!("  {} {what}: {}", server.which.name(), r.line());
+    r
+}
+
+/// Phase 2: p99 at a fixed offered load, then memory with N znodes, idle sessions, watch storm.
+async fn phase_two(
+    server: &RunningServer,
+    args: &BenchCompareArgs,
+    sizes: &CompareSizes,
+    rate: u64,
+    figures: &mut ServerFigures,
+) -> Result<()> {
+    let spec = LoadSpec {
+        duration: Duration::from_secs(sizes.seconds),
+        value_size: args.value_size,
+        rate: Some(rate),
+        ..load_spec(server, OpMix::Mixed { read_percent: 90 }, args.sessions, args.inflight)
+    };
+    figures.rated = Some(report(run_load(&spec).await?, server, &format!("rated {rate}/s")));
+
+    // Memory: N znodes of value_size bytes, created by `sessions` sessions in parallel.
+    let t0 = Instant::now();
+    populate(&server.addr, sizes.nodes, args.value_size, args.sessions, args.inflight).await?;
+    let took = t0.elapsed();
+    figures.populate = Some((sizes.nodes, took));
+    eprintln!(
+        "  {}: {} znodes in {:.1}s ({:.0}/s)",
+        server.which.name(),
+        sizes.nodes,
+        took.as_secs_f64(),
+        sizes.nodes as f64 / took.as_secs_f64()
+    );
+    figures.nodes_rss = server.rss();
+    figures.nodes_disk = Some(disk_usage(&server.data_dir));
+
+    // Idle sessions with one watch each; the first `watchers` of them watch the storm node.
+    let sessions = sizes.idle_sessions.max(sizes.watchers);
+    let (idle_rss, cpu_percent, storm, delivered) =
+        idle_and_storm(server, sessions, sizes.watchers, sizes.idle_window).await?;
+    figures.idle_rss = idle_rss;
+    figures.idle_cpu_percent = cpu_percent;
+    figures.storm = storm;
+    figures.storm_delivered = delivered;
+    figures.final_disk = Some(disk_usage(&server.data_dir));
+    Ok(())
+}
+
+/// Creates `/zkit-mem/n{i}` for i < nodes with `sessions × inflight` requests in flight.
+async fn populate(
+    addr: &str,
+    nodes: usize,
+    value_size: usize,
+    sessions: usize,
+    inflight: usize,
+) -> Result<()> {
+    let setup = connect(addr).await?;
+    ensure_path(&setup, "/zkit-mem").await?;
+    let mut tasks = Vec::new();
+    let per = nodes.div_ceil(sessions.max(1));
+    let progress = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    spawn_progress("populate".into(), progress.clone(), done.clone());
+    for s in 0..sessions.max(1) {
+        let client = connect(addr).await?;
+        let range = (s * per).min(nodes)..((s + 1) * per).min(nodes);
+        let progress = progress.clone();
+        tasks.push(tokio::spawn(async move {
+            let value = vec![b'x'; value_size];
+            let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+            let start = range.start;
+            let result = pipelined(range.len(), inflight.max(1), |i| {
+                let (client, value, options, progress) = (&client, &value, &options, &progress);
+                async move {
+                    let path = format!("/zkit-mem/n{}", start + i);
+                    let r = client.create(&path, value, options).await;
+                    progress.fetch_add(1, Ordering::Relaxed);
+                    match r {
+                        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                        Err(e) => Err(e).with_context(|| format!("creating {path}")),
+                    }
+                }
+            })
+            .await;
+            result
+        }));
+    }
+    let mut result = Ok(());
+    for t in tasks {
+        let r = t.await.context("a populate session panicked")?;
+        if result.is_ok() {
+            result = r;
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    result
+}
+
+/// Opens `sessions` sessions, each with one watch, waits `window` (pings only), then writes the
+/// storm node once and times how long until all `watchers` got the event.
+async fn idle_and_storm(
+    server: &RunningServer,
+    sessions: usize,
+    watchers: usize,
+    window: Duration,
+) -> Result<(Option<u64>, Option<f64>, Option<Duration>, usize)> {
+    let setup = connect(&server.addr).await?;
+    ensure_path(&setup, "/zkit-idle/storm").await?;
+    let progress = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    spawn_progress("idle sessions".into(), progress.clone(), done.clone());
+    let (fired_tx, mut fired_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let mut clients = Vec::with_capacity(sessions);
+    let mut watch_tasks = Vec::new();
+    let mut opening = FuturesUnordered::new();
+    let mut next = 0;
+    let addr = server.addr.clone();
+    // Open in windows of 64: a burst of 10,000 connects would mostly measure accept backlogs.
+    loop {
+        while next < sessions && opening.len() < 64 {
+            let addr = addr.clone();
+            let i = next;
+            opening.push(async move {
+                let client = connect(&addr).await?;
+                let watcher = if i < watchers {
+                    let (_, _, w) = client.get_and_watch_data("/zkit-idle/storm").await?;
+                    w
+                } else {
+                    let (_, w) = client.check_and_watch_stat(&format!("/zkit-idle/none-{i}")).await?;
+                    w
+                };
+                anyhow::Ok((i, client, watcher))
+            });
+            next += 1;
+        }
+        match opening.next().await {
+            Some(r) => {
+                let (i, client, watcher) = r?;
+                progress.fetch_add(1, Ordering::Relaxed);
+                clients.push(client);
+                if i < watchers {
+                    let tx = fired_tx.clone();
+                    watch_tasks.push(tokio::spawn(async move {
+                        let _ = watcher.changed().await;
+                        let _ = tx.send(Instant::now());
+                    }));
+                } else {
+                    // Hold the watch for the run (dropping the watcher would not remove the
+                    // server-side watch, but keep it alive all the same).
+                    watch_tasks.push(tokio::spawn(async move {
+                        let _ = watcher.changed().await;
+                    }));
+                }
+            }
+            None => break,
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    drop(fired_tx);
+
+    let cpu0 = server.cpu();
+    let t0 = Instant::now();
+    tokio::time::sleep(window).await;
+    let cpu_percent = server
+        .cpu()
+        .zip(cpu0)
+        .map(|(b, a)| 100.0 * b.saturating_sub(a).as_secs_f64() / t0.elapsed().as_secs_f64());
+    let rss = server.rss();
+    eprintln!(
+        "  {}: {sessions} idle sessions: RSS {}, CPU {:.1} %",
+        server.which.name(),
+        rss.map_or("?".into(), mib),
+        cpu_percent.unwrap_or(f64::NAN)
+    );
+
+    let start = Instant::now();
+    setup.set_data("/zkit-idle/storm", b"storm", None).await?;
+    let deadline = start + Duration::from_secs(60);
+    let mut delivered = 0;
+    let mut last = start;
+    while delivered < watchers {
+        match tokio::time::timeout_at(deadline.into(), fired_rx.recv()).await {
+            Ok(Some(at)) => {
+                delivered += 1;
+                last = last.max(at);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let storm = (delivered == watchers).then(|| last - start);
+    eprintln!(
+        "  {}: watch storm: {delivered}/{watchers} watchers in {:.1} ms",
+        server.which.name(),
+        (last - start).as_secs_f64() * 1000.0
+    );
+    for t in &watch_tasks {
+        t.abort();
+    }
+    drop(clients);
+    Ok((rss, cpu_percent, storm, delivered))
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// This machine, for the report.
+fn machine_description() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown".to_string(), |m| m.trim().to_string());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kb: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{cpus} CPUs ({model}), {:.1} GiB RAM, Linux {}",
+        mem_kb as f64 / (1024.0 * 1024.0),
+        kernel.trim()
+    )
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn java_version() -> String {
+    std::process::Command::new("java")
+        .arg("-version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stderr).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// One table row: a figure of each server and how they compare.
+struct Row {
+    workload: String,
+    metric: &'static str,
+    zkit: Option<f64>,
+    apache: Option<f64>,
+    unit: Unit,
+}
+
+#[derive(Clone, Copy)]
+enum Unit {
+    OpsPerSec,
+    Millis,
+    Bytes,
+    Percent,
+    Count,
+}
+
+impl Unit {
+    fn show(self, v: Option<f64>) -> String {
+        let Some(v) = v else { return "–".into() };
+        match self {
+            Unit::OpsPerSec => format!("{v:.0}/s"),
+            Unit::Millis => format!("{v:.3} ms"),
+            Unit::Bytes => mib(v as u64),
+            Unit::Percent => format!("{v:.1} %"),
+            Unit::Count => format!("{v:.0}"),
+        }
+    }
+}
+
+fn ratio(z: Option<f64>, a: Option<f64>) -> Option<f64> {
+    match (z, a) {
+        (Some(z), Some(a)) if a > 0.0 => Some(z / a),
+        _ => None,
+    }
+}
+
+fn rows(z: &ServerFigures, a: &ServerFigures) -> Vec<Row> {
+    let us = |v: u64| Some(v as f64 / 1000.0);
+    let mut rows = Vec::new();
+    let mut lat = |name: &str, zr: &Option<LoadReport>, ar: &Option<LoadReport>| {
+        rows.push(Row {
+            workload: name.into(),
+            metric: "p50",
+            zkit: zr.as_ref().and_then(|r| us(r.p50_us)),
+            apache: ar.as_ref().and_then(|r| us(r.p50_us)),
+            unit: Unit::Millis,
+        });
+        rows.push(Row {
+            workload: name.into(),
+            metric: "p99",
+            zkit: zr.as_ref().and_then(|r| us(r.p99_us)),
+            apache: ar.as_ref().and_then(|r| us(r.p99_us)),
+            unit: Unit::Millis,
+        });
+    };
+    lat("sync exists (RTT), 1 session", &z.rtt, &a.rtt);
+    lat("sync set, 1 session", &z.sync_write, &a.sync_write);
+    lat("sync get, 1 session", &z.sync_read, &a.sync_read);
+    for (i, zr) in z.pipelined.iter().enumerate() {
+        let ar = a.pipelined.get(i);
+        let name = format!("pipelined {} ({}×{})", zr.ops, zr.sessions, zr.inflight);
+        rows.push(Row {
+            workload: name.clone(),
+            metric: "throughput",
+            zkit: Some(zr.ops_per_sec),
+            apache: ar.map(|r| r.ops_per_sec),
+            unit: Unit::OpsPerSec,
+        });
+        for (metric, f) in [
+            ("p50", (|r: &LoadReport| r.p50_us) as fn(&LoadReport) -> u64),
+            ("p99", |r: &LoadReport| r.p99_us),
+            ("p99.9", |r: &LoadReport| r.p999_us),
+        ] {
+            rows.push(Row {
+                workload: name.clone(),
+                metric,
+                zkit: us(f(zr)),
+                apache: ar.and_then(|r| us(f(r))),
+                unit: Unit::Millis,
+            });
+        }
+    }
+    rows.push(Row {
+        workload: "after the above".into(),
+        metric: "server CPU",
+        zkit: z.phase1_cpu.map(|d| d.as_secs_f64() * 1000.0),
+        apache: a.phase1_cpu.map(|d| d.as_secs_f64() * 1000.0),
+        unit: Unit::Millis,
+    });
+    rows.push(Row {
+        workload: "after the above".into(),
+        metric: "RSS",
+        zkit: z.phase1_rss.map(|v| v as f64),
+        apache: a.phase1_rss.map(|v| v as f64),
+        unit: Unit::Bytes,
+    });
+    if let Some(zr) = &z.rated {
+        let name = format!("mixed:90 at a fixed {:.0}/s offered", zr.ops_per_sec);
+        for (metric, zv, av) in [
+            ("p50", zr.p50_us, a.rated.as_ref().map(|r| r.p50_us)),
+            ("p99", zr.p99_us, a.rated.as_ref().map(|r| r.p99_us)),
+            ("p99.9", zr.p999_us, a.rated.as_ref().map(|r| r.p999_us)),
+        ] {
+            rows.push(Row {
+                workload: name.clone(),
+                metric,
+                zkit: us(zv),
+                apache: av.and_then(us),
+                unit: Unit::Millis,
+            });
+        }
+    }
+    let nodes = z.populate.map_or(0, |p| p.0);
+    rows.push(Row {
+        workload: format!("populate {nodes} znodes"),
+        metric: "create rate",
+        zkit: z.populate.map(|(n, d)| n as f64 / d.as_secs_f64()),
+        apache: a.populate.map(|(n, d)| n as f64 / d.as_secs_f64()),
+        unit: Unit::OpsPerSec,
+    });
+    rows.push(Row {
+        workload: format!("{nodes} znodes"),
+        metric: "RSS",
+        zkit: z.nodes_rss.map(|v| v as f64),
+        apache: a.nodes_rss.map(|v| v as f64),
+        unit: Unit::Bytes,
+    });
+    rows.push(Row {
+        workload: format!("{nodes} znodes"),
+        metric: "data dir",
+        zkit: z.nodes_disk.map(|v| v as f64),
+        apache: a.nodes_disk.map(|v| v as f64),
+        unit: Unit::Bytes,
+    });
+    rows.push(Row {
+        workload: "+ idle sessions with a watch each".into(),
+        metric: "RSS",
+        zkit: z.idle_rss.map(|v| v as f64),
+        apache: a.idle_rss.map(|v| v as f64),
+        unit: Unit::Bytes,
+    });
+    rows.push(Row {
+        workload: "+ idle sessions with a watch each".into(),
+        metric: "server CPU (pings)",
+        zkit: z.idle_cpu_percent,
+        apache: a.idle_cpu_percent,
+        unit: Unit::Percent,
+    });
+    rows.push(Row {
+        workload: "watch storm (1 write)".into(),
+        metric: "all delivered",
+        zkit: z.storm.map(|d| d.as_secs_f64() * 1000.0),
+        apache: a.storm.map(|d| d.as_secs_f64() * 1000.0),
+        unit: Unit::Millis,
+    });
+    rows.push(Row {
+        workload: "watch storm (1 write)".into(),
+        metric: "events delivered",
+        zkit: Some(z.storm_delivered as f64),
+        apache: Some(a.storm_delivered as f64),
+        unit: Unit::Count,
+    });
+    rows.push(Row {
+        workload: "at the end".into(),
+        metric: "data dir",
+        zkit: z.final_disk.map(|v| v as f64),
+        apache: a.final_disk.map(|v| v as f64),
+        unit: Unit::Bytes,
+    });
+    rows
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "| workload | metric | zkit | Apache ZooKeeper | zkit / Apache |");
+    let _ = writeln!(out, "|---|---|---:|---:|---:|");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            r.workload,
+            r.metric,
+            r.unit.show(r.zkit),
+            r.unit.show(r.apache),
+            ratio(r.zkit, r.apache).map_or("–".into(), |x| format!("{x:.2}"))
+        );
+    }
+    out
+}
+
+/// The issue's targets: (description, held?, the figures behind it).
+fn targets(
+    z: &ServerFigures,
+    a: &ServerFigures,
+    fdatasync: Duration,
+) -> Vec<(String, Option<bool>, String)> {
+    let mut out = Vec::new();
+    let tput = |f: &ServerFigures, ops: OpMix| {
+        f.pipelined.iter().find(|r| r.ops == ops).map(|r| r.ops_per_sec)
+    };
+    for (ops, what) in [
+        (OpMix::Create, "pipelined write (create) throughput ≥ 2 × Apache"),
+        (OpMix::Set, "pipelined write (set) throughput ≥ 2 × Apache"),
+        (OpMix::Get, "pipelined read (get) throughput ≥ 2 × Apache"),
+    ] {
+        let r = ratio(tput(z, ops), tput(a, ops));
+        out.push((
+            what.to_string(),
+            r.map(|r| r >= 2.0),
+            r.map_or("no Apache figure".into(), |r| format!("{r:.2} ×")),
+        ));
+    }
+    let p99 = ratio(
+        z.rated.as_ref().map(|r| r.p99_us as f64),
+        a.rated.as_ref().map(|r| r.p99_us as f64),
+    );
+    out.push((
+        "p99 latency ≤ 0.5 × Apache's at the same offered load (mixed:90)".into(),
+        p99.map(|r| r <= 0.5),
+        p99.map_or("no Apache figure".into(), |r| format!("{r:.2} ×")),
+    ));
+    let rss = ratio(z.nodes_rss.map(|v| v as f64), a.nodes_rss.map(|v| v as f64));
+    let nodes = z.populate.map_or(0, |p| p.0);
+    out.push((
+        format!("RSS with {nodes} znodes ≤ 0.25 × Apache's"),
+        rss.map(|r| r <= 0.25),
+        rss.map_or("no Apache figure".into(), |r| format!("{r:.2} ×")),
+    ));
+    if let (Some(w), Some(rtt)) = (&z.sync_write, &z.rtt) {
+        let bound = rtt.p50_us as f64 + fdatasync.as_micros() as f64 + 200.0;
+        out.push((
+            "sync write p50 ≤ RTT p50 + one fdatasync p50 + 0.2 ms".into(),
+            Some(w.p50_us as f64 <= bound),
+            format!(
+                "{} vs {} ({} + {} + 0.200 ms)",
+                ms(w.p50_us),
+                ms(bound as u64),
+                ms(rtt.p50_us),
+                ms(fdatasync.as_micros() as u64)
+            ),
+        ));
+    }
+    out
+}
+
+/// Runs `zkit bench compare`.
+pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
+    raise_fd_limit();
+    let quick = args.quick;
+    let sizes = CompareSizes {
+        seconds: args.seconds.unwrap_or(if quick { 2 } else { 10 }).max(1),
+        sync_seconds: args.seconds.unwrap_or(if quick { 1 } else { 5 }).max(1),
+        nodes: args.nodes.unwrap_or(if quick { 20_000 } else { 1_000_000 }),
+        idle_sessions: args.idle_sessions.unwrap_or(if quick { 1000 } else { 10_000 }),
+        watchers: args.watchers.unwrap_or(if quick { 1000 } else { 10_000 }),
+        idle_window: Duration::from_secs(if quick { 2 } else { 10 }),
+        fsync_samples: if quick { 100 } else { 500 },
+    };
+    let command = args.command_line.clone().unwrap_or_else(|| {
+        std::env::args()
+            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let root = checkout_root();
+    let work = args
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("target/bench-compare-{}", std::process::id())));
+    std::fs::create_dir_all(&work)
+        .with_context(|| format!("cannot create {}", work.display()))?;
+    let work = work.canonicalize()?;
+    let script = args
+        .apache_script
+        .clone()
+        .unwrap_or_else(|| root.join("scripts/apache-zk"));
+    let started = Instant::now();
+    let load_before = load_average();
+    eprintln!("bench compare: work dir {}, load average {load_before}", work.display());
+
+    let fdatasync = fdatasync_p50(&work, sizes.fsync_samples)?;
+    eprintln!("  fdatasync p50 on this disk: {}", ms(fdatasync.as_micros() as u64));
+
+    let result = compare_phases(&args, &sizes, &work, &script).await;
+    let load_after = load_average();
+    if !args.keep_work_dir {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    let (z, a) = result?;
+
+    let rows = rows(&z, &a);
+    let table = table(&rows);
+    let targets = targets(&z, &a, fdatasync);
+    let mut target_text = String::new();
+    for (what, held, detail) in &targets {
+        let verdict = match held {
+            Some(true) => "held",
+            Some(false) => "NOT held",
+            None => "not measured",
+        };
+        let _ = writeln!(target_text, "- {what}: **{verdict}** ({detail})");
+    }
+    let elapsed = started.elapsed();
+    println!("\n{table}");
+    println!("fdatasync p50 on the data-dir disk: {}", ms(fdatasync.as_micros() as u64));
+    println!("Targets:\n{target_text}");
+    println!(
+        "load average before/after: {load_before} / {load_after}; took {:.0} s",
+        elapsed.as_secs_f64()
+    );
+
+    let output = match &args.output {
+        Some(p) if p.as_os_str() == "-" => None,
+        Some(p) => Some(p.clone()),
+        None => Some(root.join("docs/PERFORMANCE.md")),
+    };
+    if let Some(path) = output {
+        let doc = performance_doc(&PerformanceDoc {
+            command: &command,
+            quick,
+            sizes: &sizes,
+            args: &args,
+            table: &table,
+            targets: &target_text,
+            fdatasync,
+            load_before: &load_before,
+            load_after: &load_after,
+            elapsed,
+        });
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, doc).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(0)
+}
+
+/// Runs both phases against both servers, one fresh server at a time.
+async fn compare_phases(
+    args: &BenchCompareArgs,
+    sizes: &CompareSizes,
+    work: &Path,
+    script: &Path,
+) -> Result<(ServerFigures, ServerFigures)> {
+    let mut z = ServerFigures::default();
+    let mut a = ServerFigures::default();
+    let zkit_port = || args.zkit_port.map_or_else(free_port, Ok);
+    let apache_port = || args.apache_port.map_or_else(free_port, Ok);
+
+    eprintln!("phase 1: latency and pipelined throughput");
+    let server = RunningServer::start_zkit(&work.join("zkit-1"), zkit_port()?).await?;
+    let r = phase_one(&server, args, sizes, &mut z).await;
+    server.stop().await?;
+    r?;
+    if !args.zkit_only {
+        let server =
+            RunningServer::start_apache(script, &work.join("apache-1"), apache_port()?, &args.apache_heap)
+                .await?;
+        let r = phase_one(&server, args, sizes, &mut a).await;
+        server.stop().await?;
+        r?;
+    }
+
+    // The same offered load for both: half of the slower server's closed-loop mixed:90 rate.
+    let mixed = |f: &ServerFigures| {
+        f.pipelined
+            .iter()
+            .find(|r| matches!(r.ops, OpMix::Mixed { .. }))
+            .map(|r| r.ops_per_sec)
+    };
+    let slower = match (mixed(&z), mixed(&a)) {
+        (Some(x), Some(y)) => x.min(y),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => 1000.0,
+    };
+    let rate = ((slower / 2.0) as u64).max(100);
+
+    eprintln!("phase 2: fixed offered load {rate}/s, {} znodes, idle sessions, watch storm", sizes.nodes);
+    let server = RunningServer::start_zkit(&work.join("zkit-2"), zkit_port()?).await?;
+    let r = phase_two(&server, args, sizes, rate, &mut z).await;
+    server.stop().await?;
+    r?;
+    if !args.zkit_only {
+        let server =
+            RunningServer::start_apache(script, &work.join("apache-2"), apache_port()?, &args.apache_heap)
+                .await?;
+        let r = phase_two(&server, args, sizes, rate, &mut a).await;
+        server.stop().await?;
+        r?;
+    }
+    Ok((z, a))
+}
+
+struct PerformanceDoc<'a> {
+    command: &'a str,
+    quick: bool,
+    sizes: &'a CompareSizes,
+    args: &'a BenchCompareArgs,
+    table: &'a str,
+    targets: &'a str,
+    fdatasync: Duration,
+    load_before: &'a str,
+    load_after: &'a str,
+    elapsed: Duration,
+}
+
+fn performance_doc(d: &PerformanceDoc<'_>) -> String {
+    let s = d.sizes;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Performance: zkit serve vs Apache ZooKeeper\n\n\
+         Generated by `zkit bench compare` (issue 8); regenerate with the command below. Every \
+         figure comes from one run on one machine, with the load generator (`zkit bench server`, \
+         built on the independent `zookeeper-client` crate) on the same cores as the server.\n\n\
+         ## Command\n\n```\n{}\n```\n\n\
+         ## Machine\n\n- {}\n- Java: {}; Apache ZooKeeper 3.8 (Debian), `-Xmx{}`, forceSync=yes\n\
+         - zkit serve: `--fsync always` (fdatasync before every acknowledged write, group commit)\n\
+         - Both data directories on the same disk, side by side; fdatasync p50 of a 128-byte \
+         append there: {}\n\
+         - Load average before/after the run: {} / {} (the machine was shared with other \
+         builds: figures are noisy, ratios are what to read)\n\
+         - Run time: {:.0} s{}\n",
+        d.command,
+        machine_description(),
+        java_version(),
+        d.args.apache_heap,
+        ms(d.fdatasync.as_micros() as u64),
+        d.load_before,
+        d.load_after,
+        d.elapsed.as_secs_f64(),
+        if d.quick {
+            " (`--quick`: small sizes, a smoke run — memory figures mostly show each server's \
+             baseline)"
+        } else {
+            ""
+        },
+    );
+    let _ = writeln!(
+        out,
+        "## Workloads\n\n\
+         Each server is started fresh for each of two phases and stopped after it; zkit first.\n\n\
+         1. Synchronous latency, one session, one request at a time, {sync}s each: `exists` on a \
+         missing node (the loopback round trip through the server), `setData` (a durable write) \
+         and `getData` of {v} bytes.\n\
+         2. Pipelined, {sess} sessions × {inf} requests in flight, {sec}s each: create, get, set \
+         and mixed:90 (90 % getData, 10 % setData) over 1,000 nodes of {v} bytes.\n\
+         3. Fixed offered load: mixed:90 at half the slower server's closed-loop mixed:90 \
+         rate, latency counted from each request's scheduled send time.\n\
+         4. Memory: {nodes} znodes of {v} bytes (RSS from /proc/PID/status, data dir as \
+         allocated on disk).\n\
+         5. {idle} idle sessions, each with one watch: RSS and the server's CPU over {win}s of \
+         pings.\n\
+         6. Watch storm: {w} of those sessions watch one node; one setData; time until every \
+         watcher got its event.\n",
+        sync = s.sync_seconds,
+        v = d.args.value_size,
+        sess = d.args.sessions,
+        inf = d.args.inflight,
+        sec = s.seconds,
+        nodes = s.nodes,
+        idle = s.idle_sessions.max(s.watchers),
+        win = s.idle_window.as_secs(),
+        w = s.watchers,
+    );
+    let _ = writeln!(out, "## Results\n\n{}", d.table);
+    let _ = writeln!(
+        out,
+        "## Targets (issue 8)\n\nReported, never asserted.\n\n{}",
+        d.targets
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_mix_parses_and_prints() {
+        assert_eq!("create".parse(), Ok(OpMix::Create));
+        assert_eq!("mixed".parse(), Ok(OpMix::Mixed { read_percent: 90 }));
+        assert_eq!("mixed:75".parse(), Ok(OpMix::Mixed { read_percent: 75 }));
+        assert!("mixed:101".parse::<OpMix>().is_err());
+        assert!("delete".parse::<OpMix>().is_err());
+        assert_eq!(OpMix::Mixed { read_percent: 90 }.to_string(), "mixed:90");
+    }
+
+    #[test]
+    fn ratios_and_targets() {
+        assert_eq!(ratio(Some(4.0), Some(2.0)), Some(2.0));
+        assert_eq!(ratio(Some(4.0), Some(0.0)), None);
+        let report = |ops, rate, p50, p99| LoadReport {
+            ops,
+            sessions: 1,
+            inflight: 1,
+            completed: 1,
+            errors: 0,
+            elapsed: Duration::from_secs(1),
+            ops_per_sec: rate,
+            p50_us: p50,
+            p99_us: p99,
+            p999_us: p99,
+            max_us: p99,
+            first_error: None,
+        };
+        let z = ServerFigures {
+            pipelined: vec![report(OpMix::Create, 300.0, 1, 1), report(OpMix::Get, 100.0, 1, 1)],
+            rtt: Some(report(OpMix::Exists, 1.0, 100, 100)),
+            sync_write: Some(report(OpMix::Set, 1.0, 1400, 1400)),
+            ..ServerFigures::default()
+        };
+        let a = ServerFigures {
+            pipelined: vec![report(OpMix::Create, 100.0, 1, 1), report(OpMix::Get, 100.0, 1, 1)],
+            ..ServerFigures::default()
+        };
+        let t = targets(&z, &a, Duration::from_micros(1000));
+        let held = |prefix: &str| t.iter().find(|x| x.0.starts_with(prefix)).map(|x| x.1);
+        assert_eq!(held("pipelined write (create)"), Some(Some(true)));
+        assert_eq!(held("pipelined read"), Some(Some(false)));
+        assert_eq!(held("pipelined write (set)"), Some(None));
+        // 1.4 ms ≤ 0.1 + 1.0 + 0.2 ms fails by 0.1 ms.
+        assert_eq!(held("sync write"), Some(Some(false)));
+    }
+
+    #[test]
+    fn table_shows_missing_figures_as_dashes() {
+        let rows = vec![Row {
+            workload: "w".into(),
+            metric: "m",
+            zkit: Some(2048.0 * 1024.0),
+            apache: None,
+            unit: Unit::Bytes,
+        }];
+        assert!(table(&rows).contains("| w | m | 2.0 MiB | – | – |"));
+    }
+}

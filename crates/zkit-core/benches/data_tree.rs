@@ -1,0 +1,126 @@
+//! Data-tree micro-benchmarks: creating 10,000 nodes (through the raw tree and through the full
+//! request → txn → apply path of [`Core`]) and the getData hot path (lookup, stat, reply).
+//!
+//! Run with `cargo bench -p zkit-core --bench data_tree`. Measures only; nothing here asserts a
+//! time.
+
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use zkit_core::tree::{open_acl, DataTree};
+use zkit_core::{Config, ConnId, Core};
+use zkit_proto::op::create_mode;
+use zkit_proto::{ConnectRequest, CreateRequest, PathWatchRequest, Request};
+
+const NODES: usize = 10_000;
+const NOW: i64 = 1_700_000_000_000;
+const CONN: ConnId = 1;
+
+fn paths() -> Vec<String> {
+    (0..NODES).map(|i| format!("/bench/node-{i:08}")).collect()
+}
+
+/// A core with one connected session and `/bench`.
+fn connected_core() -> Core {
+    let mut core = Core::new(Config::default(), NOW);
+    core.connect(
+        NOW,
+        CONN,
+        ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out: 30_000,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        },
+        [7; 16],
+    );
+    core.handle(NOW, CONN, 1, create("/bench".into()));
+    core.ready();
+    core
+}
+
+fn create(path: String) -> Request {
+    Request::Create2(CreateRequest {
+        path,
+        data: Some(vec![b'x'; 100]),
+        acl: open_acl(),
+        flags: create_mode::PERSISTENT,
+    })
+}
+
+fn create_10k(c: &mut Criterion) {
+    let paths = paths();
+    let mut group = c.benchmark_group("create 10k nodes (100 B)");
+    group.throughput(Throughput::Elements(NODES as u64));
+    group.sample_size(20);
+    group.bench_function("DataTree::create", |b| {
+        b.iter_batched(
+            || {
+                let mut tree = DataTree::new(false);
+                tree.create("/bench", None, open_acl(), 0, 0, 1, NOW)
+                    .expect("fresh tree");
+                tree
+            },
+            |mut tree| {
+                for (i, path) in paths.iter().enumerate() {
+                    let r = tree.create(path, Some(vec![b'x'; 100]), open_acl(), 0, 1, 2 + i as i64, NOW);
+                    black_box(r).expect("unique paths");
+                }
+                tree
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("Core::handle + ready (request → txn → apply → reply)", |b| {
+        b.iter_batched(
+            connected_core,
+            |mut core| {
+                for (i, path) in paths.iter().enumerate() {
+                    core.handle(NOW, CONN, 2 + i as i32, create(path.clone()));
+                    black_box(core.ready());
+                }
+                core
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+fn get_data(c: &mut Criterion) {
+    let paths = paths();
+    let mut core = connected_core();
+    for (i, path) in paths.iter().enumerate() {
+        core.handle(NOW, CONN, 2 + i as i32, create(path.clone()));
+    }
+    core.ready();
+    let mut group = c.benchmark_group("getData hot path (10k-node tree)");
+    group.throughput(Throughput::Elements(1));
+    let mut i = 0;
+    group.bench_function("DataTree::get + stat", |b| {
+        b.iter(|| {
+            i = (i + 7919) % NODES;
+            let node = core.tree().get(black_box(&paths[i])).expect("created");
+            black_box(node.stat(false))
+        })
+    });
+    group.bench_function("Core::handle(GetData) + ready", |b| {
+        b.iter(|| {
+            i = (i + 7919) % NODES;
+            core.handle(
+                NOW,
+                CONN,
+                7,
+                Request::GetData(PathWatchRequest {
+                    path: paths[i].clone(),
+                    watch: false,
+                }),
+            );
+            black_box(core.ready())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, create_10k, get_data);
+criterion_main!(benches);
