@@ -3,6 +3,8 @@
 //!
 //! Run with `cargo bench -p zkit-core --bench data_tree`. Measures only; nothing here asserts a
 //! time.
+// criterion_group!/criterion_main! generate undocumented public items.
+#![allow(missing_docs)]
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use zkit_core::tree::{open_acl, DataTree};

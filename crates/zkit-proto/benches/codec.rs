@@ -2,6 +2,8 @@
 //! getData reply (the hot read), a create request (the hot write) and a five-op multi.
 //!
 //! Run with `cargo bench -p zkit-proto --bench codec`. Measures only; nothing here asserts a time.
+// criterion_group!/criterion_main! generate undocumented public items.
+#![allow(missing_docs)]
 
 use bytes::BytesMut;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};

@@ -16,7 +16,7 @@ use zookeeper_client as zk;
 
 use super::decide::{decide_member, AbortReason, MemberLocal, MemberStep, MemberView, COORDINATOR};
 use super::layout::{self, check_name, Layout};
-use super::tree::{ensure_dirs, wait_any, RECOVERABLE_PAUSE};
+use super::tree::{ensure_dirs, exists, exists_key, Wake, WatchSet, RECOVERABLE_PAUSE};
 use super::ProcedureError;
 use crate::Session;
 
@@ -254,35 +254,49 @@ async fn observe(
     ctx: &Ctx,
     instance: &str,
     expected_me: bool,
-) -> Result<(MemberView, Vec<zk::OneshotWatcher>), zk::Error> {
+    watches: &mut WatchSet,
+) -> Result<MemberView, zk::Error> {
     let l = &ctx.layout;
+    let (acquired_path, reached_path, abort_path) =
+        (l.acquired(instance), l.reached(instance), l.abort(instance));
+    let keys = [
+        exists_key(&acquired_path),
+        exists_key(&reached_path),
+        exists_key(&abort_path),
+    ];
+    let watch: Vec<bool> = keys.iter().map(|k| !watches.armed(k)).collect();
+    // Issued together: the client pipelines them on one connection.
     let (acquired, my_acquired, reached, my_reached, abort) = tokio::join!(
-        client.check_and_watch_stat(&l.acquired(instance)),
+        exists(client, &acquired_path, watch[0]),
         client.check_stat(&l.acquired_member(instance, &ctx.name)),
-        client.check_and_watch_stat(&l.reached(instance)),
+        exists(client, &reached_path, watch[1]),
         client.check_stat(&l.reached_member(instance, &ctx.name)),
-        client.check_and_watch_stat(&l.abort(instance)),
+        exists(client, &abort_path, watch[2]),
     );
-    let (acquired, w1) = acquired?;
-    let (reached, w2) = reached?;
-    let (abort, w3) = abort?;
-    let abort = match abort {
-        Some(_) => match client.get_data(&l.abort(instance)).await {
+    let [k_acquired, k_reached, k_abort] = keys;
+    let (acquired, w) = acquired?;
+    watches.arm_some(k_acquired, w);
+    let (reached, w) = reached?;
+    watches.arm_some(k_reached, w);
+    let (abort_exists, w) = abort?;
+    watches.arm_some(k_abort, w);
+    let abort = if abort_exists {
+        match client.get_data(&abort_path).await {
             Ok((data, _)) => Some(layout::decode_abort(&data)),
             Err(zk::Error::NoNode) => None,
             Err(err) => return Err(err),
-        },
-        None => None,
+        }
+    } else {
+        None
     };
-    let view = MemberView {
-        instance_exists: acquired.is_some(),
+    Ok(MemberView {
+        instance_exists: acquired,
         expected_me,
         my_acquired: my_acquired?.is_some(),
-        reached_exists: reached.is_some(),
+        reached_exists: reached,
         my_reached: my_reached?.is_some(),
         abort,
-    };
-    Ok((view, vec![w1, w2, w3]))
+    })
 }
 
 /// Aborts an instance as this member: `abort/<instance>` is created only while
@@ -409,8 +423,9 @@ async fn run_instance(
     let mut local = MemberLocal::New;
     let mut sub: Option<Box<dyn Subprocedure>> = None;
     let mut args = Some(args);
+    let mut watches = WatchSet::default();
     loop {
-        let (view, watchers) = match observe(client, ctx, instance, expected_me).await {
+        let view = match observe(client, ctx, instance, expected_me, &mut watches).await {
             Ok(observed) => observed,
             Err(err) => {
                 // Our session is gone (or the server): the coordinator sees our member node
@@ -467,8 +482,8 @@ async fn run_instance(
             MemberStep::Wait => {
                 tokio::select! {
                     _ = closed.cancelled() => return,
-                    wake = wait_any(watchers, None, cancel) => {
-                        if wake == super::tree::Wake::Cancelled {
+                    wake = watches.wait(None, cancel) => {
+                        if wake == Wake::Cancelled {
                             return;
                         }
                     }
