@@ -33,6 +33,10 @@ enum Command {
     Acl(cmd::admin::AclCommand),
     /// Run a command while holding a distributed lock (like flock(1)).
     Lock(cmd::lock::LockArgs),
+    /// The watched configuration store: set, get, watch, import, export.
+    Config(cmd::config::ConfigArgs),
+    /// Run a command while this process is the elected leader.
+    Elect(cmd::elect::ElectArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -60,6 +64,8 @@ async fn main() -> ExitCode {
         Command::Admin(command) => cmd::admin::run(command).await,
         Command::Acl(command) => cmd::admin::run_acl(command).await,
         Command::Lock(args) => cmd::lock::run(args).await.map(exit_code),
+        Command::Config(args) => cmd::config::run(args).await.map(exit_code),
+        Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),
     };
     match result {

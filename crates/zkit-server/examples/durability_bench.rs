@@ -73,8 +73,14 @@ async fn main() -> Result<(), BoxError> {
         (wal_syncs, wal_p50),
     ]
     .into_iter()
-    .fold((0.0, Duration::ZERO), |best, c| if c.0 > best.0 { c } else { best });
-    println!("yardstick: {fsyncs:.0} fsyncs/s, p50 {:.3} ms", ms(fsync_p50));
+    .fold(
+        (0.0, Duration::ZERO),
+        |best, c| if c.0 > best.0 { c } else { best },
+    );
+    println!(
+        "yardstick: {fsyncs:.0} fsyncs/s, p50 {:.3} ms",
+        ms(fsync_p50)
+    );
 
     // 2 + 3. Through an embedded server with a data dir, fsync on.
     let server = Server::start(ServerConfig {
@@ -164,7 +170,10 @@ fn wal_sync_rate(dir: &std::path::Path, per_case: Duration) -> Result<(f64, Dura
         samples.push(t.elapsed());
         zxid += 1;
     }
-    Ok(((zxid - 1) as f64 / start.elapsed().as_secs_f64(), p50(samples)))
+    Ok((
+        (zxid - 1) as f64 / start.elapsed().as_secs_f64(),
+        p50(samples),
+    ))
 }
 
 async fn throughput(addr: &str, sessions: usize, per_case: Duration) -> Result<f64, BoxError> {
@@ -345,7 +354,8 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
         .map(|m| m.len())
         .sum();
     // Where the time goes: reading + verifying the file, then rebuilding the tree.
-    let store = zkit_server::storage::snapshot::SnapshotStore::open(dir.join("snap"), FsyncMode::Never)?;
+    let store =
+        zkit_server::storage::snapshot::SnapshotStore::open(dir.join("snap"), FsyncMode::Never)?;
     let t = Instant::now();
     let snap = store.latest_valid()?.ok_or("no snapshot")?;
     let read = t.elapsed();

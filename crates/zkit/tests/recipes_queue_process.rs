@@ -9,7 +9,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -24,14 +24,14 @@ fn consumer_bin() -> PathBuf {
     profile.join("examples").join("queue_consumer")
 }
 
-fn spawn(addr: &str, path: &str, log: &PathBuf) -> Child {
+fn spawn(addr: &str, path: &str, log: &Path) -> Child {
     Command::new(consumer_bin())
         .args([addr, path, log.to_str().expect("utf-8 temp path")])
         .spawn()
         .expect("spawn queue_consumer (built by `cargo test -p zkit` without --test filters, or `cargo build -p zkit --examples`)")
 }
 
-fn logged(log: &PathBuf) -> Vec<String> {
+fn logged(log: &Path) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()

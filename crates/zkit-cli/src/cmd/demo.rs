@@ -44,10 +44,21 @@ pub struct Section {
 
 /// Every section, in the order they run.
 pub fn sections() -> Vec<Section> {
-    vec![Section {
-        name: "Watched value",
-        run: |ctx| Box::pin(watched_value(ctx)),
-    }]
+    vec![
+        Section {
+            name: "Watched value",
+            run: |ctx| Box::pin(watched_value(ctx)),
+        },
+        Section {
+            name: "Configuration service",
+            run: |ctx| Box::pin(one_line(super::config::demo_config(&ctx.server))),
+        },
+    ]
+}
+
+/// Adapts a section that reports in one block of text (lines split on '\n').
+async fn one_line(report: impl Future<Output = Result<String>>) -> Result<Vec<String>> {
+    Ok(report.await?.lines().map(str::to_owned).collect())
 }
 
 /// Runs the demo.

@@ -3,7 +3,9 @@
 
 pub mod admin;
 pub mod bench_lock;
+pub mod config;
 pub mod demo;
+pub mod elect;
 pub mod lock;
 pub mod node;
 pub mod serve;
