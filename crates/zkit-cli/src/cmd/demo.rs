@@ -50,6 +50,10 @@ pub fn sections() -> Vec<Section> {
             run: |ctx| Box::pin(watched_value(ctx)),
         },
         Section {
+            name: "Distributed lock",
+            run: |ctx| Box::pin(one_line(super::lock::demo_lock(&ctx.server))),
+        },
+        Section {
             name: "Configuration service",
             run: |ctx| Box::pin(one_line(super::config::demo_config(&ctx.server))),
         },

@@ -176,3 +176,72 @@ pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
     session.close();
     Ok(code)
 }
+
+/// The `zkit demo` lock section: `workers` OS processes take turns, `rounds` times each, running
+/// `zkit lock PATH -- sh -c '<read counter file, add one, write it back>'`. Without mutual
+/// exclusion the read-modify-write cycles would interleave and lose increments; with it the
+/// counter ends at `workers × rounds`. Each critical section also appends its fencing token to a
+/// log, which must be strictly increasing in the order the critical sections ran.
+///
+/// # Errors
+/// A worker that fails, a lost increment, or a fencing token that went backwards.
+pub async fn demo_lock(server_addr: &str) -> anyhow::Result<String> {
+    use anyhow::{ensure, Context};
+
+    const WORKERS: usize = 4;
+    const ROUNDS: usize = 5;
+    let dir = tempfile::tempdir().context("temp dir for the shared counter")?;
+    let counter = dir.path().join("counter");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&counter, "0\n")?;
+    let exe = std::env::current_exe().context("locate the zkit binary")?;
+    // The read and the write are separate commands with a pause between them, so any overlap
+    // of two holders would lose an increment.
+    let script = r#"n=$(cat "$1"); sleep 0.01; echo $((n + 1)) > "$1"; echo "$ZKIT_FENCING_TOKEN" >> "$2""#;
+    let started = std::time::Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..WORKERS {
+        let (exe, server) = (exe.clone(), server_addr.to_owned());
+        let (counter, tokens) = (counter.clone(), tokens.clone());
+        workers.spawn(async move {
+            for _ in 0..ROUNDS {
+                let status = tokio::process::Command::new(&exe)
+                    .args(["lock", "--server", &server, "--timeout", "60s", "/zkit-demo/lock"])
+                    .args(["--", "sh", "-c", script, "sh"])
+                    .arg(&counter)
+                    .arg(&tokens)
+                    .status()
+                    .await?;
+                ensure!(status.success(), "zkit lock exited with {status}");
+            }
+            Ok(())
+        });
+    }
+    while let Some(joined) = workers.join_next().await {
+        joined.context("worker task")??;
+    }
+    let took = started.elapsed();
+    let total: usize = std::fs::read_to_string(&counter)?.trim().parse()?;
+    let fencing: Vec<u64> = std::fs::read_to_string(&tokens)?
+        .lines()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .context("fencing token log")?;
+    ensure!(
+        total == WORKERS * ROUNDS,
+        "counter is {total}, expected {}: increments were lost",
+        WORKERS * ROUNDS
+    );
+    ensure!(
+        fencing.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens went backwards: {fencing:?}"
+    );
+    Ok(format!(
+        "{WORKERS} processes × {ROUNDS} rounds of `zkit lock` around a shared counter file: \
+         counter = {total} (expected {}), fencing tokens strictly increasing ({} .. {}), {:.1?}",
+        WORKERS * ROUNDS,
+        fencing.first().copied().unwrap_or_default(),
+        fencing.last().copied().unwrap_or_default(),
+        took
+    ))
+}
