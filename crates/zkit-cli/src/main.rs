@@ -37,6 +37,9 @@ enum Command {
     Config(cmd::config::ConfigArgs),
     /// Run a command while this process is the elected leader.
     Elect(cmd::elect::ElectArgs),
+    /// HBase-style two-phase distributed procedures: members and coordinator.
+    #[command(subcommand)]
+    Proc(cmd::proc::ProcCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -47,6 +50,8 @@ enum Command {
 enum BenchCommand {
     /// Lock acquire+release cycles per second and acquire latency.
     Lock(cmd::bench_lock::BenchLockArgs),
+    /// Time for one full procedure with N members.
+    Proc(cmd::bench_proc::BenchProcArgs),
 }
 
 /// A command's own exit code (0–255) as the process's.
@@ -66,6 +71,8 @@ async fn main() -> ExitCode {
         Command::Lock(args) => cmd::lock::run(args).await.map(exit_code),
         Command::Config(args) => cmd::config::run(args).await.map(exit_code),
         Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),
+        Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
+        Command::Bench(BenchCommand::Proc(args)) => cmd::bench_proc::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),
     };
     match result {

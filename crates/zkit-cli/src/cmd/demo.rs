@@ -57,6 +57,10 @@ pub fn sections() -> Vec<Section> {
             name: "Configuration service",
             run: |ctx| Box::pin(one_line(super::config::demo_config(&ctx.server))),
         },
+        Section {
+            name: "Distributed procedure",
+            run: |ctx| Box::pin(one_line(super::proc::demo_proc(&ctx.server))),
+        },
     ]
 }
 

@@ -3,9 +3,11 @@
 
 pub mod admin;
 pub mod bench_lock;
+pub mod bench_proc;
 pub mod config;
 pub mod demo;
 pub mod elect;
 pub mod lock;
 pub mod node;
+pub mod proc;
 pub mod serve;
