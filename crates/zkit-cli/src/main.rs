@@ -40,6 +40,9 @@ enum Command {
     /// HBase-style two-phase distributed procedures: members and coordinator.
     #[command(subcommand)]
     Proc(cmd::proc::ProcCommand),
+    /// Two-phase-commit transactions: participants, coordinators, inspection, demo.
+    #[command(subcommand)]
+    Txn(cmd::txn::TxnCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -52,6 +55,8 @@ enum BenchCommand {
     Lock(cmd::bench_lock::BenchLockArgs),
     /// Time for one full procedure with N members.
     Proc(cmd::bench_proc::BenchProcArgs),
+    /// Latency and throughput of all-yes 2PC transactions.
+    Txn(cmd::bench_txn::BenchTxnArgs),
 }
 
 /// A command's own exit code (0–255) as the process's.
@@ -72,6 +77,8 @@ async fn main() -> ExitCode {
         Command::Config(args) => cmd::config::run(args).await.map(exit_code),
         Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),
         Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
+        Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
+        Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Proc(args)) => cmd::bench_proc::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),
     };

@@ -61,6 +61,10 @@ pub fn sections() -> Vec<Section> {
             name: "Distributed procedure",
             run: |ctx| Box::pin(one_line(super::proc::demo_proc(&ctx.server))),
         },
+        Section {
+            name: "Two-phase commit",
+            run: |ctx| Box::pin(one_line(super::txn::demo_txn(&ctx.server))),
+        },
     ]
 }
 

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod bench_lock;
 pub mod bench_proc;
+pub mod bench_txn;
 pub mod config;
 pub mod demo;
 pub mod elect;
@@ -11,3 +12,4 @@ pub mod lock;
 pub mod node;
 pub mod proc;
 pub mod serve;
+pub mod txn;
