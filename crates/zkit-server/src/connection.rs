@@ -212,11 +212,15 @@ async fn read_loop(
             metrics.received.fetch_add(1, Relaxed);
             let is_request = matches!(message, ToCore::Request { .. } | ToCore::Reject { .. });
             if is_request {
-                let op = match &message {
-                    ToCore::Request { request, .. } => op_name(request.op_code()),
-                    _ => "error",
+                // The decode already read the clock: reuse it (one clock read per request).
+                let (op, received) = match &message {
+                    ToCore::Request {
+                        request, received, ..
+                    } => (op_name(request.op_code()), *received),
+                    ToCore::Reject { received, .. } => ("error", *received),
+                    _ => ("error", Instant::now()),
                 };
-                metrics.request_read(op, Instant::now());
+                metrics.request_read(op, received);
                 tokio::select! {
                     () = closing.cancelled() => return Ok(()),
                     permit = in_flight.acquire() => match permit {

@@ -124,10 +124,13 @@ impl Pipeline {
                 () = shutdown.cancelled() => break,
                 msg = rx.recv() => {
                     let Some(msg) = msg else { break };
-                    self.on_message(msg);
+                    // One clock read per batch, not per message (the core's time has
+                    // millisecond resolution; the batch takes far less).
+                    let now = now_ms();
+                    self.on_message(msg, now);
                     for _ in 1..MAX_BATCH {
                         match rx.try_recv() {
-                            Ok(msg) => self.on_message(msg),
+                            Ok(msg) => self.on_message(msg, now),
                             Err(_) => break,
                         }
                     }
@@ -144,7 +147,7 @@ impl Pipeline {
         // the writers flush and close their sockets.
         rx.close();
         while let Ok(msg) = rx.try_recv() {
-            self.on_message(msg);
+            self.on_message(msg, now_ms());
         }
         if let Err(err) = self.flush().await {
             error!(%err, "storage failed during shutdown");
@@ -154,8 +157,7 @@ impl Pipeline {
         self.conns.clear();
     }
 
-    fn on_message(&mut self, msg: ToCore) {
-        let now = now_ms();
+    fn on_message(&mut self, msg: ToCore, now: i64) {
         if !self.dropped.is_empty() {
             match &msg {
                 ToCore::Closed { conn } if self.dropped.remove(conn) => return,

@@ -12,6 +12,15 @@
 //! - [`lock`]: the lock recipes: a pure decision core ([`lock::decide`]) and the async drivers
 //!   [`lock::Mutex`], [`lock::ReadWriteLock`], [`lock::Semaphore`], [`lock::RevocableMutex`],
 //!   [`lock::LeaseLock`], [`lock::SimpleLock`].
+//! - [`config`]: the watched configuration store ([`config::ConfigStore`],
+//!   [`config::ConfigWatcher`] on persistent recursive watches).
+//! - [`cache`]: [`cache::NodeCache`] and [`cache::TreeCache`] (CuratorCache-like).
+//! - [`election`]: [`election::LeaderLatch`] and [`election::LeaderSelector`].
+//! - [`barrier`], [`queue`], [`counter`], [`group`], [`persistent_node`]: barriers and double
+//!   barriers, the ZooKeeper queue recipe, shared and atomic counters, group membership, and a
+//!   node recreated after session loss.
+//! - [`procedure`]: HBase-style two-phase distributed procedures (coordinator and members).
+//! - [`txn`]: a two-phase-commit coordinator with crash recovery, and participants.
 //!
 //! Every recipe takes a [`Session`] (not a raw client), fetches the current client for each
 //! operation, and reports session loss instead of silently carrying on.

@@ -1754,6 +1754,22 @@ fn performance_doc(d: &PerformanceDoc<'_>) -> String {
     let _ = writeln!(out, "## Results\n\n{}", d.table);
     let _ = writeln!(
         out,
+        "Reading the table:\n\n\
+         - Ratios are zkit / Apache: above 1 is better for throughput, below 1 is better for \
+         latency, memory, CPU and disk.\n\
+         - Closed-loop latencies are mostly queueing: with {sess} × {inf} requests in flight, \
+         p50 ≈ in-flight / throughput (Little's law). The fixed-offered-load rows compare \
+         latency at equal load.\n\
+         - Data dir is what is allocated on disk (like `du`): zkit fallocates its 64 MiB WAL \
+         segments up front; Apache pads its log sparsely. Small runs therefore show zkit's \
+         pre-allocation rather than its data.\n\
+         - Under fsync, every server stalls while the disk flushes; on a disk shared with other \
+         writers (as here) fdatasync has a long tail, which dominates both servers' p99.\n",
+        sess = d.args.sessions,
+        inf = d.args.inflight,
+    );
+    let _ = writeln!(
+        out,
         "## Targets (issue 8)\n\nReported, never asserted.\n\n{}",
         d.targets
     );
