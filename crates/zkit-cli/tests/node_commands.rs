@@ -218,7 +218,23 @@ async fn demo_passes_and_prints_summary() {
         out.stdout
     );
     let summary = out.stdout.split("Summary\n").nth(1).expect("summary table");
-    assert!(summary.contains("Watched value  PASS"), "{summary}");
+    let row = |name: &str| {
+        summary
+            .lines()
+            .find(|line| line.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no summary row for {name}: {summary}"))
+            .to_owned()
+    };
+    for section in [
+        "Watched value",
+        "Distributed lock",
+        "Configuration service",
+        "Distributed procedure",
+        "Two-phase commit",
+    ] {
+        assert!(row(section).contains("PASS"), "{summary}");
+    }
+    assert!(summary.contains("all 5 sections passed"), "{summary}");
 }
 
 /// The same commands against Apache ZooKeeper, so `zkit` is known to be a client of the real

@@ -1103,6 +1103,8 @@ async fn populate(
                 }
             })
             .await;
+            // A named result: the future borrows this block's locals, so it must be dropped
+            // before they are.
             result
         }));
     }

@@ -158,6 +158,10 @@ fn log_filter(flag: Option<&str>, file: Option<&ZooCfg>) -> Result<EnvFilter> {
 
 /// Runs the server until a signal arrives.
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
+    // Handlers first, before anything is printed: a supervisor (or a test) that signals as soon
+    // as it sees output must not hit the default action, which kills the process.
+    let shutdown = shutdown_signal()?;
+    let mut hangups = hangup_signals()?;
     let file = read_config(args.config.as_deref())?;
     let (filter, reload) =
         reload::Layer::new(log_filter(args.log_level.as_deref(), file.as_ref())?);
@@ -186,7 +190,6 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     }
 
     let reload_log_level = async {
-        let mut hangups = hangup_signals()?;
         while hangups.recv().await.is_some() {
             // Re-read the file's logLevel (or RUST_LOG/info): the flag is not re-read, the
             // point of SIGHUP being to change the level without a restart.
@@ -207,7 +210,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     };
 
     tokio::select! {
-        signal = shutdown_signal() => signal?,
+        () = shutdown => {}
         reloaded = reload_log_level => reloaded?,
         () = server.stopped() => {
             server.stop().await;
@@ -242,20 +245,24 @@ fn hangup_signals() -> Result<tokio::sync::mpsc::Receiver<()>> {
     Ok(rx)
 }
 
+/// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called, not when the
+/// future is first polled.
 #[cfg(unix)]
-async fn shutdown_signal() -> Result<()> {
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    tokio::select! {
-        ctrl_c = tokio::signal::ctrl_c() => ctrl_c.context("cannot listen for SIGINT")?,
-        _ = term.recv() => {}
-    }
-    Ok(())
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 #[cfg(not(unix))]
-async fn shutdown_signal() -> Result<()> {
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot listen for Ctrl-C")
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
