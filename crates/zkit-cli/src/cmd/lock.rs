@@ -197,7 +197,8 @@ pub async fn demo_lock(server_addr: &str) -> anyhow::Result<String> {
     let exe = std::env::current_exe().context("locate the zkit binary")?;
     // The read and the write are separate commands with a pause between them, so any overlap
     // of two holders would lose an increment.
-    let script = r#"n=$(cat "$1"); sleep 0.01; echo $((n + 1)) > "$1"; echo "$ZKIT_FENCING_TOKEN" >> "$2""#;
+    let script =
+        r#"n=$(cat "$1"); sleep 0.01; echo $((n + 1)) > "$1"; echo "$ZKIT_FENCING_TOKEN" >> "$2""#;
     let started = std::time::Instant::now();
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..WORKERS {
@@ -206,7 +207,14 @@ pub async fn demo_lock(server_addr: &str) -> anyhow::Result<String> {
         workers.spawn(async move {
             for _ in 0..ROUNDS {
                 let status = tokio::process::Command::new(&exe)
-                    .args(["lock", "--server", &server, "--timeout", "60s", "/zkit-demo/lock"])
+                    .args([
+                        "lock",
+                        "--server",
+                        &server,
+                        "--timeout",
+                        "60s",
+                        "/zkit-demo/lock",
+                    ])
                     .args(["--", "sh", "-c", script, "sh"])
                     .arg(&counter)
                     .arg(&tokens)
