@@ -65,7 +65,15 @@ fn create_10k(c: &mut Criterion) {
             },
             |mut tree| {
                 for (i, path) in paths.iter().enumerate() {
-                    let r = tree.create(path, Some(vec![b'x'; 100]), open_acl(), 0, 1, 2 + i as i64, NOW);
+                    let r = tree.create(
+                        path,
+                        Some(vec![b'x'; 100]),
+                        open_acl(),
+                        0,
+                        1,
+                        2 + i as i64,
+                        NOW,
+                    );
                     black_box(r).expect("unique paths");
                 }
                 tree
@@ -73,19 +81,22 @@ fn create_10k(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
-    group.bench_function("Core::handle + ready (request → txn → apply → reply)", |b| {
-        b.iter_batched(
-            connected_core,
-            |mut core| {
-                for (i, path) in paths.iter().enumerate() {
-                    core.handle(NOW, CONN, 2 + i as i32, create(path.clone()));
-                    black_box(core.ready());
-                }
-                core
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    group.bench_function(
+        "Core::handle + ready (request → txn → apply → reply)",
+        |b| {
+            b.iter_batched(
+                connected_core,
+                |mut core| {
+                    for (i, path) in paths.iter().enumerate() {
+                        core.handle(NOW, CONN, 2 + i as i32, create(path.clone()));
+                        black_box(core.ready());
+                    }
+                    core
+                },
+                BatchSize::LargeInput,
+            )
+        },
+    );
     group.finish();
 }
 

@@ -93,7 +93,12 @@ impl std::fmt::Display for OpMix {
 #[derive(Debug, clap::Args)]
 pub struct BenchServerArgs {
     /// ZooKeeper connect string of the server under test.
-    #[arg(long, short = 's', env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
+    #[arg(
+        long,
+        short = 's',
+        env = "ZKIT_SERVER",
+        default_value = "127.0.0.1:2181"
+    )]
     pub server: String,
     /// Concurrent sessions (one TCP connection each).
     #[arg(long, default_value_t = 64)]
@@ -364,8 +369,10 @@ async fn session_loop(
         Duration::from_secs_f64(spec.sessions as f64 / r as f64).max(Duration::from_nanos(1))
     });
     // Spread the sessions' schedules over one interval so they do not fire in lockstep.
-    let mut next_due =
-        start + interval.map_or(Duration::ZERO, |i| i.mul_f64(sid as f64 / spec.sessions as f64));
+    let mut next_due = start
+        + interval.map_or(Duration::ZERO, |i| {
+            i.mul_f64(sid as f64 / spec.sessions as f64)
+        });
     let mut seq = 0u64;
     let mut out = SessionOutcome {
         histogram: new_histogram(),
@@ -412,7 +419,11 @@ async fn session_loop(
             // The request is written when this future is first polled, which the next
             // `inflight.next()` does right away; the clock starts at the scheduled time.
             inflight.push(async move {
-                let t0 = if interval.is_some() { due } else { Instant::now() };
+                let t0 = if interval.is_some() {
+                    due
+                } else {
+                    Instant::now()
+                };
                 let result = match op {
                     Op::Create(n) => {
                         let path = format!("{dir}/c{sid}-{n}");
@@ -429,7 +440,8 @@ async fn session_loop(
                 (t0.elapsed(), result)
             });
         }
-        let waiting_for_schedule = interval.is_some() && now < end && inflight.len() < spec.inflight;
+        let waiting_for_schedule =
+            interval.is_some() && now < end && inflight.len() < spec.inflight;
         tokio::select! {
             Some((latency, result)) = inflight.next(), if !inflight.is_empty() => {
                 match result {
@@ -555,7 +567,13 @@ pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
     if spec.cleanup {
         cleanup(&setup, &dir, &keys, &created).await?;
     }
-    let q = |p: f64| if completed == 0 { 0 } else { histogram.value_at_quantile(p) };
+    let q = |p: f64| {
+        if completed == 0 {
+            0
+        } else {
+            histogram.value_at_quantile(p)
+        }
+    };
     Ok(LoadReport {
         ops: spec.ops,
         sessions: spec.sessions,
@@ -606,7 +624,8 @@ fn raise_fd_limit() {
         // SAFETY: getrlimit/setrlimit only read/write the struct we pass.
         #[allow(unsafe_code)]
         unsafe {
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+                && limit.rlim_cur < limit.rlim_max
             {
                 limit.rlim_cur = limit.rlim_max;
                 libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
@@ -734,7 +753,14 @@ impl RunningServer {
             .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
             .arg("--data-dir")
             .arg(&data_dir)
-            .args(["--fsync", "always", "--max-client-cnxns", "0", "--log-level", "warn"])
+            .args([
+                "--fsync",
+                "always",
+                "--max-client-cnxns",
+                "0",
+                "--log-level",
+                "warn",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -995,10 +1021,27 @@ async fn phase_one(
         ..load_spec(server, ops, 1, 1)
     };
     let cpu0 = server.cpu();
-    figures.rtt = Some(report(run_load(&sync(OpMix::Exists)).await?, server, "rtt (exists)"));
-    figures.sync_write = Some(report(run_load(&sync(OpMix::Set)).await?, server, "sync set"));
-    figures.sync_read = Some(report(run_load(&sync(OpMix::Get)).await?, server, "sync get"));
-    for ops in [OpMix::Create, OpMix::Get, OpMix::Set, OpMix::Mixed { read_percent: 90 }] {
+    figures.rtt = Some(report(
+        run_load(&sync(OpMix::Exists)).await?,
+        server,
+        "rtt (exists)",
+    ));
+    figures.sync_write = Some(report(
+        run_load(&sync(OpMix::Set)).await?,
+        server,
+        "sync set",
+    ));
+    figures.sync_read = Some(report(
+        run_load(&sync(OpMix::Get)).await?,
+        server,
+        "sync get",
+    ));
+    for ops in [
+        OpMix::Create,
+        OpMix::Get,
+        OpMix::Set,
+        OpMix::Mixed { read_percent: 90 },
+    ] {
         let spec = LoadSpec {
             duration: Duration::from_secs(sizes.seconds),
             value_size: args.value_size,
@@ -1029,14 +1072,29 @@ async fn phase_two(
         duration: Duration::from_secs(sizes.seconds),
         value_size: args.value_size,
         rate: Some(rate),
-        ..load_spec(server, OpMix::Mixed { read_percent: 90 }, args.sessions, args.inflight)
+        ..load_spec(
+            server,
+            OpMix::Mixed { read_percent: 90 },
+            args.sessions,
+            args.inflight,
+        )
     };
-    figures.rated = Some(report(run_load(&spec).await?, server, &format!("rated {rate}/s")));
+    figures.rated = Some(report(
+        run_load(&spec).await?,
+        server,
+        &format!("rated {rate}/s"),
+    ));
     figures.offered_rate = Some(rate);
 
     // Memory: N znodes of value_size bytes, created by `sessions` sessions in parallel.
-    let took =
-        populate(&server.addr, sizes.nodes, args.value_size, args.sessions, args.inflight).await?;
+    let took = populate(
+        &server.addr,
+        sizes.nodes,
+        args.value_size,
+        args.sessions,
+        args.inflight,
+    )
+    .await?;
     figures.populate = Some((sizes.nodes, took));
     eprintln!(
         "  {}: {} znodes in {:.1}s ({:.0}/s)",
@@ -1150,7 +1208,9 @@ async fn idle_and_storm(
                     let (_, _, w) = client.get_and_watch_data("/zkit-idle/storm").await?;
                     w
                 } else {
-                    let (_, w) = client.check_and_watch_stat(&format!("/zkit-idle/none-{i}")).await?;
+                    let (_, w) = client
+                        .check_and_watch_stat(&format!("/zkit-idle/none-{i}"))
+                        .await?;
                     w
                 };
                 anyhow::Ok((i, client, watcher))
@@ -1451,7 +1511,10 @@ fn rows(z: &ServerFigures, a: &ServerFigures) -> Vec<Row> {
 
 fn table(rows: &[Row]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "| workload | metric | zkit | Apache ZooKeeper | zkit / Apache |");
+    let _ = writeln!(
+        out,
+        "| workload | metric | zkit | Apache ZooKeeper | zkit / Apache |"
+    );
     let _ = writeln!(out, "|---|---|---:|---:|---:|");
     for r in rows {
         let _ = writeln!(
@@ -1475,10 +1538,16 @@ fn targets(
 ) -> Vec<(String, Option<bool>, String)> {
     let mut out = Vec::new();
     let tput = |f: &ServerFigures, ops: OpMix| {
-        f.pipelined.iter().find(|r| r.ops == ops).map(|r| r.ops_per_sec)
+        f.pipelined
+            .iter()
+            .find(|r| r.ops == ops)
+            .map(|r| r.ops_per_sec)
     };
     for (ops, what) in [
-        (OpMix::Create, "pipelined write (create) throughput ≥ 2 × Apache"),
+        (
+            OpMix::Create,
+            "pipelined write (create) throughput ≥ 2 × Apache",
+        ),
         (OpMix::Set, "pipelined write (set) throughput ≥ 2 × Apache"),
         (OpMix::Get, "pipelined read (get) throughput ≥ 2 × Apache"),
     ] {
@@ -1530,7 +1599,9 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
         seconds: args.seconds.unwrap_or(if quick { 2 } else { 10 }).max(1),
         sync_seconds: args.seconds.unwrap_or(if quick { 1 } else { 5 }).max(1),
         nodes: args.nodes.unwrap_or(if quick { 20_000 } else { 1_000_000 }),
-        idle_sessions: args.idle_sessions.unwrap_or(if quick { 1000 } else { 10_000 }),
+        idle_sessions: args
+            .idle_sessions
+            .unwrap_or(if quick { 1000 } else { 10_000 }),
         watchers: args.watchers.unwrap_or(if quick { 1000 } else { 10_000 }),
         idle_window: Duration::from_secs(if quick { 2 } else { 10 }),
         fsync_samples: if quick { 100 } else { 500 },
@@ -1546,8 +1617,7 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
         .work_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("target/bench-compare-{}", std::process::id())));
-    std::fs::create_dir_all(&work)
-        .with_context(|| format!("cannot create {}", work.display()))?;
+    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let work = work.canonicalize()?;
     let script = args
         .apache_script
@@ -1555,7 +1625,10 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
         .unwrap_or_else(|| root.join("scripts/apache-zk"));
     let started = Instant::now();
     let load_before = load_average();
-    eprintln!("bench compare: work dir {}, load average {load_before}", work.display());
+    eprintln!(
+        "bench compare: work dir {}, load average {load_before}",
+        work.display()
+    );
 
     let fdatasync = fdatasync_cost(&work, sizes.fsync_samples)?;
     eprintln!(
@@ -1641,9 +1714,13 @@ async fn compare_phases(
     server.stop().await?;
     r?;
     if !args.zkit_only {
-        let server =
-            RunningServer::start_apache(script, &work.join("apache-1"), apache_port()?, &args.apache_heap)
-                .await?;
+        let server = RunningServer::start_apache(
+            script,
+            &work.join("apache-1"),
+            apache_port()?,
+            &args.apache_heap,
+        )
+        .await?;
         let r = phase_one(&server, args, sizes, &mut a).await;
         server.stop().await?;
         r?;
@@ -1663,15 +1740,22 @@ async fn compare_phases(
     };
     let rate = ((slower / 2.0) as u64).max(100);
 
-    eprintln!("phase 2: fixed offered load {rate}/s, {} znodes, idle sessions, watch storm", sizes.nodes);
+    eprintln!(
+        "phase 2: fixed offered load {rate}/s, {} znodes, idle sessions, watch storm",
+        sizes.nodes
+    );
     let server = RunningServer::start_zkit(&work.join("zkit-2"), zkit_port()?).await?;
     let r = phase_two(&server, args, sizes, rate, &mut z).await;
     server.stop().await?;
     r?;
     if !args.zkit_only {
-        let server =
-            RunningServer::start_apache(script, &work.join("apache-2"), apache_port()?, &args.apache_heap)
-                .await?;
+        let server = RunningServer::start_apache(
+            script,
+            &work.join("apache-2"),
+            apache_port()?,
+            &args.apache_heap,
+        )
+        .await?;
         let r = phase_two(&server, args, sizes, rate, &mut a).await;
         server.stop().await?;
         r?;
@@ -1811,13 +1895,19 @@ mod tests {
             first_error: None,
         };
         let z = ServerFigures {
-            pipelined: vec![report(OpMix::Create, 300.0, 1, 1), report(OpMix::Get, 100.0, 1, 1)],
+            pipelined: vec![
+                report(OpMix::Create, 300.0, 1, 1),
+                report(OpMix::Get, 100.0, 1, 1),
+            ],
             rtt: Some(report(OpMix::Exists, 1.0, 100, 100)),
             sync_write: Some(report(OpMix::Set, 1.0, 1400, 1400)),
             ..ServerFigures::default()
         };
         let a = ServerFigures {
-            pipelined: vec![report(OpMix::Create, 100.0, 1, 1), report(OpMix::Get, 100.0, 1, 1)],
+            pipelined: vec![
+                report(OpMix::Create, 100.0, 1, 1),
+                report(OpMix::Get, 100.0, 1, 1),
+            ],
             ..ServerFigures::default()
         };
         let t = targets(&z, &a, Duration::from_micros(1000));
