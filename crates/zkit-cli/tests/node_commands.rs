@@ -172,7 +172,14 @@ async fn watch_prints_one_line_per_event() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_prints_address_and_stops_on_sigterm() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zkit"))
-        .args(["serve", "--port", "0", "--4lw-whitelist", "ruok,srvr"])
+        .args([
+            "serve",
+            "--in-memory",
+            "--port",
+            "0",
+            "--4lw-whitelist",
+            "ruok,srvr",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)

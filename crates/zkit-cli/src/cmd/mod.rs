@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod bench_lock;
 pub mod bench_proc;
+pub mod bench_server;
 pub mod bench_txn;
 pub mod config;
 pub mod demo;
