@@ -1381,16 +1381,7 @@ impl Core {
             ) {
                 Ok(stat) => {
                     self.fire(path, event_type::NODE_CREATED, true, false, acl);
-                    if let Some(parent) = path::parent_of(path) {
-                        let parent_acl = self.acl_of(parent);
-                        self.fire(
-                            parent,
-                            event_type::NODE_CHILDREN_CHANGED,
-                            false,
-                            true,
-                            &parent_acl,
-                        );
-                    }
+                    self.fire_parent_children_changed(path);
                     OpOutcome::ok(path, Some(stat))
                 }
                 Err(e) => OpOutcome::err(e),
@@ -1480,6 +1471,11 @@ impl Core {
     /// (once per connection), NodeChildrenChanged to child watchers of the parent.
     fn fire_deleted(&mut self, path: &str, acl: &[zkit_proto::Acl]) {
         self.fire(path, event_type::NODE_DELETED, true, true, acl);
+        self.fire_parent_children_changed(path);
+    }
+
+    /// NodeChildrenChanged to the child watchers of `path`'s parent (after a create or delete).
+    fn fire_parent_children_changed(&mut self, path: &str) {
         if let Some(parent) = path::parent_of(path) {
             let parent_acl = self.acl_of(parent);
             self.fire(

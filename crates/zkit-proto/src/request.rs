@@ -266,53 +266,54 @@ fn sub_header(op: OpCode) -> MultiHeader {
 
 /// Reads sub-ops until a header with `done` set, as `MultiOperationRecord.deserialize` does (it
 /// looks only at `done`, not at the terminator's type or err). Each sub-op takes at least a
-/// 9-byte header, so the loop ends with `Truncated` on input that never says done.
-fn decode_multi(r: &mut Reader<'_>) -> Result<Vec<MultiOp>, DecodeError> {
+/// 9-byte header, so the loop ends with `Truncated` on input that never says done. `sub_op`
+/// decodes the body of an allowed op code and returns `None` for any other.
+fn decode_sub_ops<T>(
+    r: &mut Reader<'_>,
+    container: &'static str,
+    sub_op: impl Fn(OpCode, &mut Reader<'_>) -> Option<Result<T, DecodeError>>,
+) -> Result<Vec<T>, DecodeError> {
     let mut ops = Vec::new();
     loop {
         let h = MultiHeader::decode(r)?;
         if h.done {
             return Ok(ops);
         }
-        let op = match OpCode::from_i32(h.op_type) {
-            Some(OpCode::Create) => MultiOp::Create(Record::decode(r)?),
-            Some(OpCode::Create2) => MultiOp::Create2(Record::decode(r)?),
-            Some(OpCode::CreateContainer) => MultiOp::CreateContainer(Record::decode(r)?),
-            Some(OpCode::CreateTtl) => MultiOp::CreateTtl(Record::decode(r)?),
-            Some(OpCode::Delete) => MultiOp::Delete(Record::decode(r)?),
-            Some(OpCode::SetData) => MultiOp::SetData(Record::decode(r)?),
-            Some(OpCode::Check) => MultiOp::Check(Record::decode(r)?),
-            _ => {
-                return Err(DecodeError::InvalidMultiOp {
-                    op: h.op_type,
-                    container: "multi",
-                })
-            }
-        };
+        let op = OpCode::from_i32(h.op_type)
+            .and_then(|op| sub_op(op, r))
+            .ok_or(DecodeError::InvalidMultiOp {
+                op: h.op_type,
+                container,
+            })??;
         ops.push(op);
     }
 }
 
-/// Like [`decode_multi`] for multiRead (getChildren 8, getData 4 only).
+/// multi's sub-ops: create, create2, createContainer, createTTL, delete, setData, check.
+fn decode_multi(r: &mut Reader<'_>) -> Result<Vec<MultiOp>, DecodeError> {
+    decode_sub_ops(r, "multi", |op, r| {
+        Some(match op {
+            OpCode::Create => Record::decode(r).map(MultiOp::Create),
+            OpCode::Create2 => Record::decode(r).map(MultiOp::Create2),
+            OpCode::CreateContainer => Record::decode(r).map(MultiOp::CreateContainer),
+            OpCode::CreateTtl => Record::decode(r).map(MultiOp::CreateTtl),
+            OpCode::Delete => Record::decode(r).map(MultiOp::Delete),
+            OpCode::SetData => Record::decode(r).map(MultiOp::SetData),
+            OpCode::Check => Record::decode(r).map(MultiOp::Check),
+            _ => return None,
+        })
+    })
+}
+
+/// multiRead's sub-ops: getChildren (8) and getData (4) only.
 fn decode_multi_read(r: &mut Reader<'_>) -> Result<Vec<MultiReadOp>, DecodeError> {
-    let mut ops = Vec::new();
-    loop {
-        let h = MultiHeader::decode(r)?;
-        if h.done {
-            return Ok(ops);
-        }
-        let op = match OpCode::from_i32(h.op_type) {
-            Some(OpCode::GetChildren) => MultiReadOp::GetChildren(Record::decode(r)?),
-            Some(OpCode::GetData) => MultiReadOp::GetData(Record::decode(r)?),
-            _ => {
-                return Err(DecodeError::InvalidMultiOp {
-                    op: h.op_type,
-                    container: "multiRead",
-                })
-            }
-        };
-        ops.push(op);
-    }
+    decode_sub_ops(r, "multiRead", |op, r| {
+        Some(match op {
+            OpCode::GetChildren => Record::decode(r).map(MultiReadOp::GetChildren),
+            OpCode::GetData => Record::decode(r).map(MultiReadOp::GetData),
+            _ => return None,
+        })
+    })
 }
 
 #[cfg(test)]
