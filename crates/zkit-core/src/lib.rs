@@ -298,15 +298,16 @@ impl Core {
         self.sessions.iter().map(|(id, s)| (*id, s.timeout_ms))
     }
 
-    /// Every watch registration as (path, connection), data and child tables merged, sorted
-    /// by path then connection (4lw `wchc`/`wchp`, admin `watches`).
+    /// Every data-table watch registration (data and exist watches, and the persistent ones,
+    /// which Apache registers in both tables) as (path, connection), sorted by path then
+    /// connection. Child watches are left out, as Apache's `DataTree.getWatches()` reads only
+    /// its data `WatchManager` (4lw `wchc`/`wchp`/`wchs`, admin `watches`).
     pub fn watches(&self) -> Vec<(String, ConnId)> {
-        let mut all: std::collections::BTreeSet<(String, ConnId)> = self
+        let all: std::collections::BTreeSet<(String, ConnId)> = self
             .data_watches
             .entries()
             .map(|(p, c)| (p.clone(), c))
             .collect();
-        all.extend(self.child_watches.entries().map(|(p, c)| (p.clone(), c)));
         all.into_iter().collect()
     }
 

@@ -1,11 +1,15 @@
 //! The optional HTTP admin endpoint (ZooKeeper's AdminServer, `admin.serverPort`):
 //! `GET /metrics` in Prometheus' text format, `GET /commands` (the list) and
-//! `GET /commands/<name>` answering JSON the way ZooKeeper's `JettyAdminServer` does
-//! (`ruok`, `stat`/`stats`/`srvr`, `mntr`/`monitor`, `cons`/`connections`, `wchc`/`watches`,
-//! `wchp`/`watches_by_path`), each object with `command` and `error` fields.
+//! `GET /commands/<name>` answering JSON the way ZooKeeper 3.8's `JettyAdminServer` does, with
+//! its field names: every command that maps to a four-letter word (`ruok`, `stats`,
+//! `server_stats`, `monitor`, `connections`, `watches`, `watches_by_path`, `watch_summary`,
+//! `configuration`, `environment`, `dump`, `dirs`, `hash`, `is_read_only`, `get_trace_mask`,
+//! `set_trace_mask`, `stat_reset`, `connection_stat_reset`, and their 4lw aliases), each object
+//! with `command` and `error` fields. The values come from `four_letter`, so text and JSON agree.
 //!
-//! HTTP/1.1 only, on hyper; read-only: nothing here changes the data tree. It asks the pipeline
-//! for a snapshot of the counters between batches, like the four-letter words.
+//! HTTP/1.1 only, on hyper. Nothing here changes the data tree (the reset and trace-mask
+//! commands touch counters only). It reads the core between pipeline batches, like the
+//! four-letter words.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,9 +28,10 @@ use tokio::net::TcpListener;
 use tracing::{debug, info};
 
 use crate::connection::Shared;
-use crate::four_letter::{self, WatchView};
+use crate::four_letter::{self, ConnInfo, ConnView, MonitorValue, TreeDigest, WatchView};
 use crate::metrics::CoreGauges;
 use crate::Error;
+use zkit_core::Stats;
 
 /// Binds the admin listener; returns it with its real address (port 0 picks one).
 pub(crate) async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), Error> {
@@ -112,7 +117,7 @@ async fn handle(
             )
         }
         p => match p.strip_prefix("/commands/") {
-            Some(name) => command(name, &shared).await,
+            Some(name) => command(name, req.uri().query(), &shared).await,
             None => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
         },
     })
@@ -126,21 +131,34 @@ fn unavailable() -> Response<Full<Bytes>> {
     )
 }
 
-/// Primary names and their aliases, as ZooKeeper's `Commands` registers them.
-const COMMANDS: [(&str, &[&str]); 5] = [
-    ("ruok", &[]),
-    ("stats", &["stat", "srvr"]),
-    ("monitor", &["mntr"]),
+/// Primary names and their aliases, as ZooKeeper 3.8's `Commands` registers them: every
+/// command that maps to a four-letter word. The quorum-only ones (`leader`, `observers`,
+/// `voting_view`, `zabstate`, ...) and the JVM/config-file ones (`system_properties`,
+/// `initial_configuration`, `last_snapshot`) are not served.
+const COMMANDS: [(&str, &[&str]); 18] = [
+    ("configuration", &["conf", "config"]),
+    ("connection_stat_reset", &["crst"]),
     ("connections", &["cons"]),
+    ("dirs", &[]),
+    ("dump", &[]),
+    ("environment", &["env", "envi"]),
+    ("get_trace_mask", &["gtmk"]),
+    ("hash", &[]),
+    ("is_read_only", &["isro"]),
+    ("monitor", &["mntr"]),
+    ("ruok", &[]),
+    ("server_stats", &["srvr"]),
+    ("set_trace_mask", &["stmk"]),
+    ("stat_reset", &["srst"]),
+    ("stats", &["stat"]),
+    ("watch_summary", &["wchs"]),
     ("watches", &["wchc"]),
+    ("watches_by_path", &["wchp"]),
 ];
-
-const WATCHES_BY_PATH: (&str, &[&str]) = ("watches_by_path", &["wchp"]);
 
 fn primary(name: &str) -> Option<&'static str> {
     COMMANDS
         .iter()
-        .chain(std::iter::once(&WATCHES_BY_PATH))
         .find(|(n, aliases)| *n == name || aliases.contains(&name))
         .map(|(n, _)| *n)
 }
@@ -160,107 +178,229 @@ async fn gauges(shared: &Shared) -> Option<CoreGauges> {
     .await
 }
 
-/// `/commands/<name>`.
-async fn command(name: &str, shared: &Shared) -> Response<Full<Bytes>> {
+/// `ServerStats` as `stats`/`server_stats` render it. Apache's `client_response_stats` and
+/// `auth_failed_count` are left out: zkit does not measure response sizes or auth failures.
+fn server_stats_json(shared: &Shared, stats: &Stats) -> Value {
+    let m = &shared.metrics;
+    let lat = m.latency();
+    let dir_size = four_letter::data_dir_size(shared);
+    json!({
+        "packets_sent": m.packets_sent.load(Relaxed),
+        "packets_received": m.packets_received.load(Relaxed),
+        // `fsync.warningthresholdms` defaults to 1000 ms, a bucket bound of the histogram.
+        "fsync_threshold_exceed_count": m.fsync().count_above(1.0),
+        "data_dir_size": dir_size,
+        "log_dir_size": dir_size,
+        "provider_null": false,
+        "server_state": "standalone",
+        "last_processed_zxid": stats.last_zxid,
+        "outstanding_requests": m.outstanding.load(Relaxed).max(0),
+        "avg_latency": (lat.avg_ms() * 10_000.0).round() / 10_000.0,
+        "max_latency": lat.max_ms,
+        "min_latency": lat.min_ms,
+        "num_alive_client_connections": m.connections().len(),
+        "uptime": u64::try_from(m.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "non_mtlsremote_conn_count": 0,
+        "non_mtlslocal_conn_count": 0,
+    })
+}
+
+/// `ServerCnxn.getConnectionInfo(brief)`.
+fn connection_json(info: &ConnInfo, brief: bool) -> Value {
+    let mut out = Map::new();
+    out.insert("remote_socket_address".into(), json!(info.peer.to_string()));
+    out.insert("interest_ops".into(), json!(info.interest_ops));
+    out.insert("outstanding_requests".into(), json!(info.queued));
+    out.insert("packets_received".into(), json!(info.received));
+    out.insert("packets_sent".into(), json!(info.sent));
+    if let (false, Some(x)) = (brief, &info.session) {
+        out.insert("session_id".into(), json!(x.id));
+        out.insert("last_operation".into(), json!(x.last_op));
+        out.insert("established".into(), json!(x.established_ms));
+        out.insert("session_timeout".into(), json!(x.timeout));
+        out.insert("last_cxid".into(), json!(x.last_cxid));
+        out.insert("last_zxid".into(), json!(x.last_zxid));
+        out.insert("last_response_time".into(), json!(x.last_response_ms));
+        out.insert("last_latency".into(), json!(x.last_latency));
+        out.insert("min_latency".into(), json!(x.min_latency));
+        out.insert("avg_latency".into(), json!(x.avg_latency));
+        out.insert("max_latency".into(), json!(x.max_latency));
+    }
+    Value::Object(out)
+}
+
+/// `/commands/<name>`, with the query string for `set_trace_mask?traceMask=N`.
+async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<Full<Bytes>> {
     let Some(cmd) = primary(name) else {
+        // Apache answers 200 with the error in the JSON body.
         return json_response(
-            StatusCode::NOT_FOUND,
-            &json!({ "command": name, "error": "Command not found" }),
+            StatusCode::OK,
+            &json!({ "command": name, "error": format!("Unknown command: {name}") }),
         );
     };
     let mut out = Map::new();
+    let mut put = |k: &str, v: Value| {
+        out.insert(k.to_string(), v);
+    };
+    let m = &shared.metrics;
     match cmd {
         "ruok" => {}
-        "stats" | "monitor" => {
-            let Some(g) = gauges(shared).await else {
+        "stats" | "server_stats" => {
+            let Some(stats) = four_letter::core_stats(shared).await else {
                 return unavailable();
             };
-            let m = &shared.metrics;
-            let lat = m.latency();
-            let server_stats = json!({
-                "packets_sent": m.packets_sent.load(Relaxed),
-                "packets_received": m.packets_received.load(Relaxed),
-                "max_latency": lat.max_ms,
-                "min_latency": lat.min_ms,
-                "avg_latency": lat.avg_ms(),
-                "outstanding_requests": m.outstanding.load(Relaxed).max(0),
-                "num_alive_client_connections": m.connections().len(),
-                "last_processed_zxid": g.last_zxid,
-                "server_state": "standalone",
-                "data_dir_size": 0,
-                "log_dir_size": 0,
-                "uptime": m.started.elapsed().as_millis() as u64,
-            });
-            out.insert("version".into(), json!(four_letter::version()));
+            let view = four_letter::inspect(shared, ConnView::of)
+                .await
+                .unwrap_or_default();
+            put("version", json!(four_letter::version()));
+            put("read_only", json!(false));
+            put("server_stats", server_stats_json(shared, &stats));
+            put("node_count", json!(stats.node_count));
             if cmd == "stats" {
-                out.insert("read_only".into(), json!(false));
-                out.insert("server_stats".into(), server_stats);
-                out.insert("node_count".into(), json!(g.znodes));
-            } else {
-                // monitor: mntr's keys without the `zk_` prefix.
-                if let Value::Object(stats) = server_stats {
-                    out.extend(stats);
-                }
-                out.insert("znode_count".into(), json!(g.znodes));
-                out.insert("watch_count".into(), json!(g.watches));
-                out.insert("ephemerals_count".into(), json!(g.ephemerals));
-                out.insert("approximate_data_size".into(), json!(g.data_size));
-                out.insert("global_sessions".into(), json!(g.sessions));
-                out.insert("local_sessions".into(), json!(0));
+                let conns: Vec<Value> = ConnInfo::all(shared, &view)
+                    .iter()
+                    .map(|c| connection_json(c, true))
+                    .collect();
+                put("connections", json!(conns));
+                put("secure_connections", json!([]));
+            }
+        }
+        "monitor" => {
+            let Some(stats) = four_letter::core_stats(shared).await else {
+                return unavailable();
+            };
+            for (k, v) in four_letter::monitor(shared, &stats) {
+                put(
+                    k,
+                    match v {
+                        MonitorValue::Int(i) => json!(i),
+                        // Rounded to 4 places like the text (`AvgMinMaxCounter.getAvg`).
+                        MonitorValue::Float(f) => json!((f * 10_000.0).round() / 10_000.0),
+                        MonitorValue::Text(t) => json!(t),
+                    },
+                );
             }
         }
         "connections" => {
-            let view = four_letter::inspect(shared, WatchView::of)
+            let view = four_letter::inspect(shared, ConnView::of)
                 .await
                 .unwrap_or_default();
-            let conns: Vec<Value> = shared
-                .metrics
-                .connections_by_id()
-                .into_iter()
-                .map(|(id, c)| {
-                    let last = c.last();
-                    let lat = c.latency();
-                    json!({
-                        "remote_socket_address": c.peer.to_string(),
-                        "interest_ops": 1,
-                        "outstanding_requests": c.queued(),
-                        "packets_received": c.received.load(Relaxed),
-                        "packets_sent": c.sent.load(Relaxed),
-                        "session_id": view.conn_sessions.get(&id).map(|s| format!("{s:#x}")),
-                        "last_operation": last.op,
-                        "last_cxid": last.xid,
-                        "last_zxid": last.zxid,
-                        "last_response_time": last.at_ms,
-                        "last_latency": lat.last_ms,
-                        "min_latency": lat.min_ms,
-                        "avg_latency": lat.avg_ms(),
-                        "max_latency": lat.max_ms,
-                    })
-                })
+            // Every client connection; the session fields only where there is a session.
+            let conns: Vec<Value> = ConnInfo::all(shared, &view)
+                .iter()
+                .map(|c| connection_json(c, false))
                 .collect();
-            out.insert("connections".into(), json!(conns));
-            out.insert("secure_connections".into(), json!([]));
+            put("connections", json!(conns));
+            put("secure_connections", json!([]));
         }
-        "watches" | "watches_by_path" => {
+        "watches" | "watches_by_path" | "watch_summary" | "dump" => {
             let Some(view) = four_letter::inspect(shared, WatchView::of).await else {
                 return unavailable();
             };
-            if cmd == "watches" {
-                let map: Map<String, Value> = view
-                    .session_paths()
-                    .into_iter()
-                    .map(|(sid, paths)| (sid.to_string(), json!(paths)))
-                    .collect();
-                out.insert("session_id_to_watched_paths".into(), Value::Object(map));
-            } else {
-                let map: Map<String, Value> = view
-                    .path_sessions()
-                    .into_iter()
-                    .map(|(path, sids)| (path, json!(sids)))
-                    .collect();
-                out.insert("path_to_session_ids".into(), Value::Object(map));
+            match cmd {
+                "watches" => {
+                    let map: Map<String, Value> = view
+                        .session_paths()
+                        .into_iter()
+                        .map(|(sid, paths)| (sid.to_string(), json!(paths)))
+                        .collect();
+                    put("session_id_to_watched_paths", Value::Object(map));
+                }
+                "watches_by_path" => {
+                    let map: Map<String, Value> = view
+                        .path_sessions()
+                        .into_iter()
+                        .map(|(path, sids)| (path, json!(sids)))
+                        .collect();
+                    put("path_to_session_ids", Value::Object(map));
+                }
+                "watch_summary" => {
+                    let summary = view.summary();
+                    put("num_connections", json!(summary.connections));
+                    put("num_paths", json!(summary.paths));
+                    put("num_total_watches", json!(summary.watches));
+                }
+                _ => {
+                    let expiry: Map<String, Value> = four_letter::sessions_by_expiry(&view)
+                        .into_iter()
+                        .map(|(at, sids)| (at.to_string(), json!(sids)))
+                        .collect();
+                    let ephemerals: Map<String, Value> = view
+                        .ephemerals
+                        .iter()
+                        .map(|(sid, paths)| (sid.to_string(), json!(paths)))
+                        .collect();
+                    put("expiry_time_to_session_ids", Value::Object(expiry));
+                    put("session_id_to_ephemeral_paths", Value::Object(ephemerals));
+                }
             }
         }
+        "configuration" => {
+            let c = &shared.config;
+            let (min, max) = c.session_timeout_bounds_ms();
+            let dir = c
+                .data_dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default();
+            put("client_port", json!(c.listen.port()));
+            put("data_dir", json!(dir));
+            put("data_log_dir", json!(dir));
+            put(
+                "tick_time",
+                json!(u64::try_from(c.tick_time.as_millis()).unwrap_or(u64::MAX)),
+            );
+            put("max_client_cnxns", json!(c.limits.max_client_cnxns));
+            put("min_session_timeout", json!(min));
+            put("max_session_timeout", json!(max));
+            put("server_id", json!(0));
+            put("client_port_listen_backlog", json!(-1));
+        }
+        "environment" => {
+            for (k, v) in four_letter::environment() {
+                put(k, json!(v));
+            }
+        }
+        "dirs" => {
+            let size = four_letter::data_dir_size(shared);
+            put("datadir_size", json!(size));
+            put("logdir_size", json!(size));
+        }
+        "hash" => {
+            let Some(d) = four_letter::inspect(shared, TreeDigest::of).await else {
+                return unavailable();
+            };
+            put(
+                "digests",
+                json!([{
+                    "zxid": d.zxid,
+                    "digest": d.digest,
+                    "digest_version": four_letter::DIGEST_VERSION,
+                }]),
+            );
+        }
+        "is_read_only" => put("read_only", json!(false)),
+        "get_trace_mask" => put("tracemask", json!(m.trace_mask.load(Relaxed))),
+        "set_trace_mask" => {
+            let mask = query
+                .into_iter()
+                .flat_map(|q| q.split('&'))
+                .find_map(|kv| kv.strip_prefix("traceMask="))
+                .and_then(|v| v.parse::<i64>().ok());
+            let Some(mask) = mask else {
+                return json_response(
+                    StatusCode::OK,
+                    &json!({
+                        "command": cmd,
+                        "error": "setTraceMask requires long traceMask argument",
+                    }),
+                );
+            };
+            m.trace_mask.store(mask, Relaxed);
+            put("tracemask", json!(mask));
+        }
+        "stat_reset" => m.reset(),
+        "connection_stat_reset" => m.reset_connections(),
         _ => {}
     }
     out.insert("command".into(), json!(cmd));

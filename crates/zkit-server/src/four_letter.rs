@@ -1,20 +1,32 @@
 //! Four-letter words (`echo srvr | nc host 2181`) in Apache ZooKeeper's output formats, so
 //! monitoring scripts written for ZooKeeper work unchanged. Formats follow ZooKeeper 3.8's
-//! `StatCommand`, `MonitorCommand`, `ConfCommand` and `EnvCommand`; words outside the whitelist
-//! get ZooKeeper's `<cmd> is not executed because it is not in the whitelist.` line.
+//! `StatCommand`, `MonitorCommand`, `ConsCommand`, `DumpCommand`, `ConfCommand`, `EnvCommand`
+//! and `DigestCommand`; words outside the whitelist get ZooKeeper's `<cmd> is not executed
+//! because it is not in the whitelist.` line. The AdminServer (`admin_http`) reuses the values
+//! computed here, so text and JSON always agree.
 //!
 //! All of ZooKeeper 3.8's words: conf, cons, crst, dirs, dump, envi, gtmk, hash, isro, mntr,
-//! ruok, srst, srvr, stat, stmk, wchc, wchp, wchs. `hash` answers empty (zkit keeps no digest
-//! log, like a 3.8 server whose digest history is empty); `gtmk`/`stmk` keep the trace mask, which
-//! zkit's tracing does not consult; `dirs` reports the data directory's size for both.
+//! ruok, srst, srvr, stat, stmk, wchc, wchp, wchs. Where zkit differs from Apache:
+//! - `hash` prints the digest of the tree as it is now (one `zxid: digest` line, computed on
+//!   demand with Apache's `DigestCalculator`); Apache prints its history of digests taken every
+//!   128 txns, which zkit does not keep.
+//! - `cons`: a handshake is not a request to zkit's counters, so a new session shows `lop=NA`
+//!   until its first request (Apache: `SESS`), and `lresp` is wall-clock ms since the epoch
+//!   (Apache: its monotonic clock).
+//! - `gtmk`/`stmk` keep the trace mask, which zkit's tracing does not consult; `dirs` reports
+//!   the data directory's size for both directories (zkit keeps log and snapshots together).
+//!
+//! Nothing here changes the data tree; core state is read between pipeline batches.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
 use tokio::sync::oneshot;
+use zkit_core::tree::{DataTree, Node};
 use zkit_core::{ConnId, Core, Stats};
 
 use crate::connection::Shared;
+use crate::metrics::ConnMetrics;
 use crate::pipeline::{Inspection, ToCore};
 
 /// The version reported as `Zookeeper version:` / `zk_version`: the ZooKeeper protocol level
@@ -26,9 +38,15 @@ pub(crate) fn version() -> String {
 /// `ZooTrace`'s default trace mask (`gtmk` on a fresh 3.8 server answers 306).
 pub(crate) const DEFAULT_TRACE_MASK: i64 = 306;
 
+/// Apache's `ZK_NOT_SERVING` line.
+const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
+
 /// The reply to `word` (one of ZooKeeper's four-letter words). `arg` is the 8-byte argument
 /// that follows `stmk` (the new trace mask); ignored by the other words.
 pub(crate) async fn answer(word: &str, arg: Option<i64>, shared: &Shared) -> String {
+    // Apache counts a four-letter word as one packet received (the connection did that) and
+    // one sent, before it runs the command: `srvr` after `srst` shows `Received: 1, Sent: 1`.
+    shared.metrics.packets_sent.fetch_add(1, Relaxed);
     if !shared.config.four_letter_words.allows(word) {
         return format!("{word} is not executed because it is not in the whitelist.\n");
     }
@@ -45,18 +63,29 @@ pub(crate) async fn answer(word: &str, arg: Option<i64>, shared: &Shared) -> Str
             shared.metrics.reset_connections();
             "Connection stats reset.\n".to_string()
         }
-        "hash" => String::new(),
+        "hash" => match inspect(shared, TreeDigest::of).await {
+            // `DigestCommand`: `Long.toHexString(zxid) + ": " + digest`.
+            Some(d) => format!("{:x}: {}\n", d.zxid, d.digest),
+            None => NOT_SERVING.to_string(),
+        },
         "cons" => cons(
             shared,
-            inspect(shared, ConnView::of).await.unwrap_or_default(),
+            &inspect(shared, ConnView::of).await.unwrap_or_default(),
         ),
-        "wchc" | "wchp" | "dump" => {
+        "wchc" | "wchp" | "wchs" | "dump" => {
             let Some(view) = inspect(shared, WatchView::of).await else {
-                return "This ZooKeeper instance is not currently serving requests\n".to_string();
+                return NOT_SERVING.to_string();
             };
             match word {
                 "wchc" => view.by_session(),
                 "wchp" => view.by_path(),
+                "wchs" => {
+                    let summary = view.summary();
+                    format!(
+                        "{} connections watching {} paths\nTotal watches:{}\n",
+                        summary.connections, summary.paths, summary.watches
+                    )
+                }
                 _ => dump(shared, &view),
             }
         }
@@ -66,29 +95,126 @@ pub(crate) async fn answer(word: &str, arg: Option<i64>, shared: &Shared) -> Str
             "Server stats reset.\n".to_string()
         }
         "conf" => conf(shared),
-        "envi" => envi(),
+        "envi" => {
+            let mut s = String::from("Environment:\n");
+            for (k, v) in environment() {
+                let _ = writeln!(s, "{k}={v}");
+            }
+            s
+        }
         "dirs" => {
             // zkit keeps log and snapshots in one directory: both sizes are its size.
             let size = data_dir_size(shared);
             format!("datadir_size: {size}\nlogdir_size: {size}\n")
         }
-        "srvr" | "stat" | "mntr" | "wchs" => {
+        "srvr" | "stat" | "mntr" => {
             let Some(stats) = core_stats(shared).await else {
-                return "This ZooKeeper instance is not currently serving requests\n".to_string();
+                return NOT_SERVING.to_string();
             };
             match word {
                 "srvr" => server_stats(shared, &stats, false),
                 "stat" => server_stats(shared, &stats, true),
-                "wchs" => format!(
-                    "{} connections watching {} paths\nTotal watches:{}\n",
-                    shared.metrics.connections().len(),
-                    stats.watched_paths,
-                    stats.watches
-                ),
-                _ => monitor(shared, &stats),
+                _ => {
+                    let mut s = String::new();
+                    for (k, v) in monitor(shared, &stats) {
+                        let _ = writeln!(s, "zk_{k}\t{v}");
+                    }
+                    s
+                }
             }
         }
         other => format!("{other} is not a four-letter word zkit knows.\n"),
+    }
+}
+
+/// Java's `Double.toString` for the latency averages Apache rounds to 4 places
+/// (`AvgMinMaxCounter.getAvg`): `0.0`, `2.5`, `2.9091`.
+pub(crate) fn java_double(value: f64) -> String {
+    let rounded = (value * 10_000.0).round() / 10_000.0;
+    if rounded.fract() == 0.0 && rounded.abs() < 1e7 {
+        format!("{rounded:.1}")
+    } else {
+        format!("{rounded}")
+    }
+}
+
+/// CRC-32 (IEEE 802.3, reflected, as zlib and `java.util.zip.CRC32`) lookup table.
+const CRC32_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+};
+
+/// Feeds `bytes` into a running CRC-32 register (start with `!0`, finish with `!`).
+fn crc32_update(mut crc: u32, bytes: &[u8]) -> u32 {
+    for b in bytes {
+        crc = CRC32_TABLE[((crc ^ u32::from(*b)) & 0xff) as usize] ^ (crc >> 8);
+    }
+    crc
+}
+
+/// `DigestCalculator.DIGEST_VERSION` of ZooKeeper 3.8, reported by the admin `hash` command.
+pub(crate) const DIGEST_VERSION: i32 = 2;
+
+/// One node's digest, exactly as ZooKeeper 3.8's `DigestCalculator.calculateDigest`: CRC-32
+/// over the path ("/" hashed as ""), the data, then czxid, mzxid, pzxid, ctime, mtime (8 bytes
+/// each, big-endian), version, cversion, aversion (4 bytes) and ephemeralOwner (8 bytes) as
+/// *persisted*: the stored cversion (child creates) and the raw owner (container/TTL marks
+/// included). Nodes under `/zookeeper/` digest to 0: Apache skips them because quota nodes
+/// are updated locally on each server.
+pub(crate) fn node_digest(path: &str, node: &Node) -> i64 {
+    if path.starts_with("/zookeeper/") {
+        return 0;
+    }
+    let path = if path == "/" { "" } else { path };
+    let mut crc = crc32_update(!0, path.as_bytes());
+    crc = crc32_update(crc, node.data.as_deref().unwrap_or_default());
+    for long in [node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime] {
+        crc = crc32_update(crc, &long.to_be_bytes());
+    }
+    for int in [node.version, node.cversion, node.aversion] {
+        crc = crc32_update(crc, &int.to_be_bytes());
+    }
+    crc = crc32_update(crc, &node.ephemeral_owner.to_be_bytes());
+    i64::from(!crc)
+}
+
+/// The tree digest (`DataTree.getTreeDigest`): the wrapping sum of every node's digest
+/// (Apache's `AdHash`). Apache keeps it incrementally; zkit computes it on demand in one pass,
+/// which costs a CRC over every znode's data while the pipeline waits.
+pub(crate) fn tree_digest(tree: &DataTree) -> i64 {
+    tree.nodes().fold(0i64, |sum, (path, node)| {
+        sum.wrapping_add(node_digest(path, node))
+    })
+}
+
+/// The digest of the tree at the last applied zxid (`hash`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TreeDigest {
+    pub zxid: i64,
+    pub digest: i64,
+}
+
+impl TreeDigest {
+    pub(crate) fn of(core: &Core) -> TreeDigest {
+        TreeDigest {
+            zxid: core.last_zxid(),
+            digest: tree_digest(core.tree()),
+        }
     }
 }
 
@@ -117,7 +243,7 @@ pub(crate) struct ConnView {
 }
 
 impl ConnView {
-    fn of(core: &Core) -> ConnView {
+    pub(crate) fn of(core: &Core) -> ConnView {
         let timeouts: std::collections::BTreeMap<i64, i32> = core.sessions().collect();
         let sessions = core
             .connections()
@@ -131,7 +257,15 @@ impl ConnView {
     }
 }
 
-/// Watches, sessions and ephemerals, as `wchc`, `wchp` and `dump` show them.
+/// `WatchesSummary`: what `wchs` prints.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WatchSummary {
+    pub connections: usize,
+    pub paths: usize,
+    pub watches: usize,
+}
+
+/// Watches, sessions and ephemerals, as `wchc`, `wchp`, `wchs` and `dump` show them.
 #[derive(Debug, Default)]
 pub(crate) struct WatchView {
     /// (path, session) pairs, one per watched path and session.
@@ -188,6 +322,19 @@ impl WatchView {
         out
     }
 
+    /// `wchs` / admin `watch_summary`: watching connections, watched paths, watches.
+    pub(crate) fn summary(&self) -> WatchSummary {
+        let connections: std::collections::BTreeSet<i64> =
+            self.watches.iter().map(|(_, sid)| *sid).collect();
+        let paths: std::collections::BTreeSet<&String> =
+            self.watches.iter().map(|(path, _)| path).collect();
+        WatchSummary {
+            connections: connections.len(),
+            paths: paths.len(),
+            watches: self.watches.len(),
+        }
+    }
+
     /// `wchc`: `0x<session>` then a tab-indented line per path; a blank line after each.
     fn by_session(&self) -> String {
         let mut s = String::new();
@@ -215,11 +362,13 @@ impl WatchView {
     }
 }
 
-/// Apache's short op names in `cons` (`FinalRequestProcessor`'s `lastOp`).
-fn short_op(op: &str) -> &'static str {
+/// Apache's short op names in `cons` (`FinalRequestProcessor`'s `lastOp`), from zkit's op
+/// names (`metrics::op_name`). Ops Apache answers outside that processor (auth, sasl) never
+/// become the last op; see `ConnMetrics::reply_written`.
+pub(crate) fn short_op(op: &str) -> &'static str {
     match op {
         "create" | "create2" | "createContainer" | "createTTL" => "CREA",
-        "delete" => "DELE",
+        "delete" | "deleteContainer" => "DELE",
         "exists" => "EXIS",
         "getData" => "GETD",
         "setData" => "SETD",
@@ -234,74 +383,154 @@ fn short_op(op: &str) -> &'static str {
         "reconfig" => "RECO",
         "checkWatches" => "CHKW",
         "removeWatches" => "REMW",
-        "setWatches" | "setWatches2" => "SETW",
+        "setWatches" => "SETW",
+        "setWatches2" => "STW2",
         "getEphemerals" => "GETE",
         "getAllChildrenNumber" => "GETACN",
         "addWatch" => "ADDW",
         "whoAmI" => "HOMI",
         "closeSession" => "CLOS",
-        "auth" => "AUTH",
-        "sasl" => "SASL",
+        "createSession" => "SESS",
         _ => "NA",
     }
 }
 
-/// `cons`: one line per connection (`NIOServerCnxn.dumpConnectionInfo`), then a blank line.
-fn cons(shared: &Shared, view: ConnView) -> String {
-    let mut s = String::new();
-    for (conn, c) in shared.metrics.connections_by_id() {
-        let _ = write!(
-            s,
-            " /{}[{}](queued={},recved={},sent={}",
-            c.peer,
-            u8::from(view.sessions.contains_key(&conn)),
-            c.queued(),
-            c.received.load(Relaxed),
-            c.sent.load(Relaxed)
-        );
-        if let Some((sid, timeout)) = view.sessions.get(&conn) {
+/// What Apache's `ServerCnxn.getConnectionInfo` reports about one connection: the `cons`
+/// line and the admin `connections` object are both rendered from it.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnInfo {
+    pub peer: std::net::SocketAddr,
+    /// `[1]` (reading) for a connection with a session, `[0]` otherwise, as Apache shows
+    /// its `interestOps`.
+    pub interest_ops: u8,
+    pub queued: usize,
+    pub received: u64,
+    pub sent: u64,
+    /// Only for a connection with a session.
+    pub session: Option<SessionInfo>,
+}
+
+/// The session part of [`ConnInfo`].
+#[derive(Debug, Clone)]
+pub(crate) struct SessionInfo {
+    pub id: i64,
+    pub timeout: i32,
+    pub last_op: &'static str,
+    pub established_ms: i64,
+    /// -1 until a request with a non-negative xid is answered.
+    pub last_cxid: i64,
+    pub last_zxid: i64,
+    pub last_response_ms: i64,
+    pub last_latency: u64,
+    pub min_latency: u64,
+    /// Integer division, as `ServerCnxn.getAvgLatency` (a long).
+    pub avg_latency: u64,
+    pub max_latency: u64,
+}
+
+impl ConnInfo {
+    pub(crate) fn of(c: &ConnMetrics, session: Option<(i64, i32)>) -> ConnInfo {
+        let session = session.map(|(id, timeout)| {
             let last = c.last();
             let lat = c.latency();
-            let established = c
-                .established
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis());
-            let _ = write!(
-                s,
-                ",sid={sid:#x},lop={},est={established},to={timeout}",
-                if last.op.is_empty() {
+            SessionInfo {
+                id,
+                timeout,
+                last_op: if last.op.is_empty() {
                     "NA"
                 } else {
                     short_op(last.op)
-                }
-            );
-            if !last.op.is_empty() {
-                let _ = write!(s, ",lcxid={:#x}", last.xid);
+                },
+                established_ms: c
+                    .established
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+                last_cxid: last.cxid,
+                last_zxid: last.zxid,
+                last_response_ms: last.at_ms,
+                last_latency: lat.last_ms,
+                min_latency: lat.min_ms,
+                avg_latency: lat.total_ms.checked_div(lat.count).unwrap_or(0),
+                max_latency: lat.max_ms,
             }
-            let lzxid = if last.op.is_empty() { -1 } else { last.zxid };
+        });
+        ConnInfo {
+            peer: c.peer,
+            interest_ops: u8::from(session.is_some()),
+            queued: c.queued(),
+            received: c.received.load(Relaxed),
+            sent: c.sent.load(Relaxed),
+            session,
+        }
+    }
+
+    /// Every connection, with the sessions `view` found.
+    pub(crate) fn all(shared: &Shared, view: &ConnView) -> Vec<ConnInfo> {
+        shared
+            .metrics
+            .connections_by_id()
+            .into_iter()
+            .map(|(conn, c)| ConnInfo::of(&c, view.sessions.get(&conn).copied()))
+            .collect()
+    }
+
+    /// The line `stat` (brief) or `cons` (full) prints, without the newline.
+    fn line(&self, brief: bool) -> String {
+        let mut s = format!(
+            " /{}[{}](queued={},recved={},sent={}",
+            self.peer, self.interest_ops, self.queued, self.received, self.sent
+        );
+        if let (false, Some(x)) = (brief, &self.session) {
             let _ = write!(
                 s,
-                ",lzxid=0x{lzxid:x},lresp={},llat={},minlat={},avglat={:.0},maxlat={}",
-                last.at_ms,
-                lat.last_ms,
-                lat.min_ms,
-                lat.avg_ms(),
-                lat.max_ms
+                ",sid={:#x},lop={},est={},to={}",
+                x.id, x.last_op, x.established_ms, x.timeout
+            );
+            if x.last_cxid >= 0 {
+                let _ = write!(s, ",lcxid={:#x}", x.last_cxid);
+            }
+            // `Long.toHexString`: -1 (nothing answered yet) prints as ffffffffffffffff.
+            let _ = write!(
+                s,
+                ",lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
+                x.last_zxid,
+                x.last_response_ms,
+                x.last_latency,
+                x.min_latency,
+                x.avg_latency,
+                x.max_latency
             );
         }
-        s.push_str(")\n");
+        s.push(')');
+        s
+    }
+}
+
+/// `cons`: one line per connection (`ServerCnxn.dumpConnectionInfo`), then a blank line.
+fn cons(shared: &Shared, view: &ConnView) -> String {
+    let mut s = String::new();
+    for info in ConnInfo::all(shared, view) {
+        let _ = writeln!(s, "{}", info.line(false));
     }
     s.push('\n');
     s
 }
 
-/// `dump`: sessions by expiry, ephemerals by session, connections (Apache's
-/// `SessionTrackerImpl.dumpSessions`, `DataTree.dumpEphemerals`, `dumpConnections`).
-fn dump(shared: &Shared, view: &WatchView) -> String {
+/// Sessions grouped by expiry deadline (ms), earliest first, as `dump` and the admin `dump`
+/// show them. A session with no deadline yet (before the first tick after recovery) is in the
+/// 0 group.
+pub(crate) fn sessions_by_expiry(view: &WatchView) -> std::collections::BTreeMap<i64, Vec<i64>> {
     let mut buckets: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
     for (sid, deadline) in &view.sessions {
         buckets.entry(deadline.unwrap_or(0)).or_default().push(*sid);
     }
+    buckets
+}
+
+/// `dump`: sessions by expiry, ephemerals by session, connections by expiry (Apache's
+/// `SessionTrackerImpl.dumpSessions`, `DataTree.dumpEphemerals`, `dumpConnections`).
+fn dump(shared: &Shared, view: &WatchView) -> String {
+    let buckets = sessions_by_expiry(view);
     let mut s = String::from("SessionTracker dump:\n");
     let _ = writeln!(
         s,
@@ -323,20 +552,34 @@ fn dump(shared: &Shared, view: &WatchView) -> String {
             let _ = writeln!(s, "\t{p}");
         }
     }
+    // Connections expire with their session; one without a session when its handshake
+    // deadline (`sessionless_timeout` after accept) passes, like Apache's sessionless
+    // connection expiry.
     s.push_str("Connections dump:\n");
-    let conns = shared.metrics.connections_by_id();
     let deadlines: std::collections::BTreeMap<i64, Option<i64>> =
         view.sessions.iter().copied().collect();
-    let _ = writeln!(s, "Connections Sets ({})/({}):", conns.len(), conns.len());
-    for (conn, c) in conns {
+    let sessionless_ms = i64::try_from(shared.config.sessionless_timeout.as_millis()).unwrap_or(0);
+    let mut conns: std::collections::BTreeMap<i64, Vec<(std::net::SocketAddr, i64)>> =
+        Default::default();
+    let total = shared.metrics.connections_by_id().len();
+    for (conn, c) in shared.metrics.connections_by_id() {
         let sid = view.conn_sessions.get(&conn).copied().unwrap_or(0);
-        let at = deadlines.get(&sid).copied().flatten().unwrap_or(0);
-        let _ = writeln!(
-            s,
-            "1 expire at {}:\n\tip: /{} sessionId: {sid:#x}",
-            java_date(at),
-            c.peer
-        );
+        let at = match deadlines.get(&sid) {
+            Some(deadline) => deadline.unwrap_or(0),
+            None => c
+                .established
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
+                .saturating_add(sessionless_ms),
+        };
+        conns.entry(at).or_default().push((c.peer, sid));
+    }
+    let _ = writeln!(s, "Connections Sets ({})/({}):", conns.len(), total);
+    for (at, members) in &conns {
+        let _ = writeln!(s, "{} expire at {}:", members.len(), java_date(*at));
+        for (peer, sid) in members {
+            let _ = writeln!(s, "\tip: /{peer} sessionId: {sid:#x}");
+        }
     }
     s
 }
@@ -370,7 +613,7 @@ pub(crate) fn java_date(ms: i64) -> String {
     )
 }
 
-async fn core_stats(shared: &Shared) -> Option<Stats> {
+pub(crate) async fn core_stats(shared: &Shared) -> Option<Stats> {
     let (reply, rx) = oneshot::channel();
     shared.to_core.send(ToCore::Stats { reply }).await.ok()?;
     rx.await.ok()
@@ -384,23 +627,19 @@ fn server_stats(shared: &Shared, stats: &Stats, with_clients: bool) -> String {
     if with_clients {
         s.push_str("Clients:\n");
         for c in m.connections() {
-            let _ = writeln!(
-                s,
-                " /{}[1](queued={},recved={},sent={})",
-                c.peer,
-                c.queued(),
-                c.received.load(Relaxed),
-                c.sent.load(Relaxed)
-            );
+            // `stat` needs no core round trip for the brief line: the handshake recorded
+            // whether the connection has a session.
+            let session = (c.session.load(Relaxed) != 0).then_some((0, 0));
+            let _ = writeln!(s, "{}", ConnInfo::of(&c, session).line(true));
         }
         s.push('\n');
     }
     let _ = write!(
         s,
-        "Latency min/avg/max: {}/{:.1}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
+        "Latency min/avg/max: {}/{}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
          Outstanding: {}\nZxid: {:#x}\nMode: standalone\nNode count: {}\n",
         latency.min_ms,
-        latency.avg_ms(),
+        java_double(latency.avg_ms()),
         latency.max_ms,
         m.packets_received.load(Relaxed),
         m.packets_sent.load(Relaxed),
@@ -412,46 +651,135 @@ fn server_stats(shared: &Shared, stats: &Stats, with_clients: bool) -> String {
     s
 }
 
-/// `mntr`: `key<TAB>value` lines, ZooKeeper's names.
-fn monitor(shared: &Shared, stats: &Stats) -> String {
+/// A `mntr` value: printed as text, rendered as a JSON number or string by the admin
+/// `monitor` command.
+#[derive(Debug, Clone)]
+pub(crate) enum MonitorValue {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl std::fmt::Display for MonitorValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MonitorValue::Int(v) => write!(f, "{v}"),
+            MonitorValue::Float(v) => f.write_str(&java_double(*v)),
+            MonitorValue::Text(v) => f.write_str(v),
+        }
+    }
+}
+
+fn int(v: impl TryInto<i64>) -> MonitorValue {
+    MonitorValue::Int(v.try_into().unwrap_or(i64::MAX))
+}
+
+/// `mntr` (and admin `monitor`): ZooKeeper 3.8's key names without the `zk_` prefix, for
+/// everything zkit measures. Constants are listed only where they are true of zkit by
+/// construction: it has no local sessions, no TLS, no x509 client certificates and no
+/// connection throttling. Apache's keys zkit does not measure (response sizes, auth failures,
+/// bytes received, request-processor queue summaries, ...) are left out rather than faked.
+pub(crate) fn monitor(shared: &Shared, stats: &Stats) -> Vec<(&'static str, MonitorValue)> {
     let m = &shared.metrics;
     let latency = m.latency();
-    let lines: Vec<(&str, String)> = vec![
-        ("zk_version", version()),
-        ("zk_server_state", "standalone".into()),
-        ("zk_avg_latency", format!("{:.1}", latency.avg_ms())),
-        ("zk_max_latency", latency.max_ms.to_string()),
-        ("zk_min_latency", latency.min_ms.to_string()),
+    let fsync = m.fsync().summary_ms();
+    let (open_fds, max_fds) = file_descriptors();
+    let mut lines = vec![
+        ("version", MonitorValue::Text(version())),
+        ("server_state", MonitorValue::Text("standalone".into())),
+        ("ephemerals_count", int(stats.ephemerals)),
+        ("num_alive_connections", int(m.connections().len())),
         (
-            "zk_packets_received",
-            m.packets_received.load(Relaxed).to_string(),
+            "outstanding_requests",
+            int(m.outstanding.load(Relaxed).max(0)),
         ),
-        ("zk_packets_sent", m.packets_sent.load(Relaxed).to_string()),
-        (
-            "zk_num_alive_connections",
-            m.connections().len().to_string(),
-        ),
-        (
-            "zk_outstanding_requests",
-            m.outstanding.load(Relaxed).max(0).to_string(),
-        ),
-        ("zk_znode_count", stats.node_count.to_string()),
-        ("zk_watch_count", stats.watches.to_string()),
-        ("zk_ephemerals_count", stats.ephemerals.to_string()),
-        (
-            "zk_approximate_data_size",
-            stats.approximate_data_size.to_string(),
-        ),
-        ("zk_global_sessions", stats.sessions.to_string()),
-        ("zk_local_sessions", "0".into()),
-        ("zk_uptime", m.started.elapsed().as_millis().to_string()),
-        ("zk_last_zxid", format!("{:#x}", stats.last_zxid)),
+        ("znode_count", int(stats.node_count)),
+        ("global_sessions", int(stats.sessions)),
+        ("local_sessions", int(0)),
+        ("packets_sent", int(m.packets_sent.load(Relaxed))),
+        ("packets_received", int(m.packets_received.load(Relaxed))),
+        ("connection_drop_probability", MonitorValue::Float(0.0)),
+        ("watch_count", int(stats.watches)),
+        ("approximate_data_size", int(stats.approximate_data_size)),
     ];
-    let mut s = String::new();
-    for (k, v) in lines {
-        let _ = writeln!(s, "{k}\t{v}");
+    // Apache prints the descriptor counts only where the JVM can read them (Unix).
+    if let Some(open) = open_fds {
+        lines.push(("open_file_descriptor_count", int(open)));
     }
-    s
+    if let Some(max) = max_fds {
+        lines.push(("max_file_descriptor_count", int(max)));
+    }
+    lines.extend([
+        ("uptime", int(m.started.elapsed().as_millis())),
+        ("outstanding_tls_handshake", int(0)),
+        ("non_mtls_remote_conn_count", int(0)),
+        ("non_mtls_local_conn_count", int(0)),
+        (
+            "connection_rejected",
+            int(m.refused_connections.load(Relaxed)),
+        ),
+        ("avg_latency", MonitorValue::Float(latency.avg_ms())),
+        ("min_latency", int(latency.min_ms)),
+        ("max_latency", int(latency.max_ms)),
+        ("avg_fsynctime", MonitorValue::Float(fsync.avg())),
+        ("min_fsynctime", int(fsync.min)),
+        ("max_fsynctime", int(fsync.max)),
+        ("cnt_fsynctime", int(fsync.count)),
+        ("sum_fsynctime", int(fsync.sum)),
+    ]);
+    // Apache's Summary for these also has p50..p999 keys; zkit keeps no percentiles here.
+    // Handshakes are not requests for zkit's metrics: unlike Apache, a new session's
+    // createSession does not count as an update.
+    for (keys, l) in [
+        (
+            [
+                "avg_updatelatency",
+                "min_updatelatency",
+                "max_updatelatency",
+                "cnt_updatelatency",
+                "sum_updatelatency",
+            ],
+            m.update_latency(),
+        ),
+        (
+            [
+                "avg_readlatency",
+                "min_readlatency",
+                "max_readlatency",
+                "cnt_readlatency",
+                "sum_readlatency",
+            ],
+            m.read_latency(),
+        ),
+    ] {
+        lines.extend([
+            (keys[0], MonitorValue::Float(l.avg_ms())),
+            (keys[1], int(l.min_ms)),
+            (keys[2], int(l.max_ms)),
+            (keys[3], int(l.count)),
+            (keys[4], int(l.total_ms)),
+        ]);
+    }
+    lines
+}
+
+/// Open descriptors of this process and its soft limit (`RLIMIT_NOFILE`), as the JVM's
+/// `UnixOperatingSystemMXBean` reports them; `None` where /proc does not say.
+fn file_descriptors() -> (Option<u64>, Option<u64>) {
+    let open = std::fs::read_dir("/proc/self/fd")
+        .ok()
+        .map(|d| d.count() as u64);
+    let max = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+            line.trim_start_matches("Max open files")
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        });
+    (open, max)
 }
 
 /// `conf`: the settings in ZooKeeper 3.8's order and key names (`ZooKeeperServer.dumpConf`),
@@ -482,7 +810,7 @@ fn conf(shared: &Shared) -> String {
 }
 
 /// Bytes in the data directory and its subdirectories (`dirs`, `conf`); 0 in memory.
-fn data_dir_size(shared: &Shared) -> u64 {
+pub(crate) fn data_dir_size(shared: &Shared) -> u64 {
     fn walk(dir: &std::path::Path, depth: u8) -> u64 {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return 0;
@@ -499,11 +827,43 @@ fn data_dir_size(shared: &Shared) -> u64 {
     shared.config.data_dir.as_deref().map_or(0, |d| walk(d, 0))
 }
 
-/// `envi`: the environment, ZooKeeper's `Environment:` block with Rust-side values.
-fn envi() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into());
+/// The name of the user running the server, as the JVM's `user.name`: `$USER`, else the
+/// /etc/passwd entry of the process's uid.
+fn user_name() -> String {
+    if let Ok(user) = std::env::var("USER") {
+        if !user.is_empty() {
+            return user;
+        }
+    }
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().next().map(str::to_string))
+        });
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    uid.and_then(|uid| {
+        passwd.lines().find_map(|l| {
+            let mut fields = l.split(':');
+            let name = fields.next()?;
+            (fields.nth(1)? == uid).then(|| name.to_string())
+        })
+    })
+    .unwrap_or_default()
+}
+
+/// `envi` and admin `environment`: ZooKeeper's `Environment` keys that have a meaning outside
+/// a JVM (the `java.*` and `os.memory.*` ones do not and are left out), then zkit's own
+/// `zkit.version` and `os.pid`.
+pub(crate) fn environment() -> Vec<(&'static str, String)> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|h| h.trim().to_string())
+            .ok()
+    };
+    let host = read("/proc/sys/kernel/hostname").unwrap_or_else(|| "localhost".into());
     let cwd = std::env::current_dir()
         .map(|d| d.display().to_string())
         .unwrap_or_default();
@@ -512,21 +872,246 @@ fn envi() -> String {
         "macos" => "Mac OS X".to_string(),
         other => other.to_string(),
     };
-    let user = std::env::var("USER").unwrap_or_default();
-    let home = std::env::var("HOME").unwrap_or_default();
-    format!(
-        "Environment:\nzookeeper.version={}\nhost.name={host}\nzkit.version={}\nos.name={os}\n\
-         os.arch={}\nuser.name={user}\nuser.home={home}\nuser.dir={cwd}\nos.pid={}\n",
-        version(),
-        env!("CARGO_PKG_VERSION"),
-        std::env::consts::ARCH,
-        std::process::id(),
-    )
+    // The JVM's `os.arch` names.
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "x86" => "i386",
+        other => other,
+    };
+    let mut env = vec![
+        ("zookeeper.version", version()),
+        ("host.name", host),
+        ("os.name", os),
+        ("os.arch", arch.to_string()),
+    ];
+    if let Some(release) = read("/proc/sys/kernel/osrelease") {
+        env.push(("os.version", release));
+    }
+    env.extend([
+        ("user.name", user_name()),
+        ("user.home", std::env::var("HOME").unwrap_or_default()),
+        ("user.dir", cwd),
+        ("zkit.version", env!("CARGO_PKG_VERSION").to_string()),
+        ("os.pid", std::process::id().to_string()),
+    ]);
+    env
 }
 
 #[cfg(test)]
 mod tests {
-    use super::java_date;
+    use std::collections::BTreeSet;
+
+    use zkit_core::tree::{open_acl, Node};
+
+    use super::{java_date, java_double, node_digest};
+
+    /// A node as getData showed it on Apache: (path, data, czxid, mzxid, pzxid, ctime, mtime,
+    /// version, client-visible cversion, aversion, *persisted* ephemeralOwner, numChildren).
+    type Row = (
+        &'static str,
+        &'static [u8],
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i32,
+        i32,
+        i32,
+        i64,
+        i32,
+    );
+
+    /// The digest `node_digest` gives a tree of `rows`, summed as `tree_digest` does.
+    fn digest_of(rows: &[Row]) -> i64 {
+        rows.iter().fold(0i64, |sum, row| {
+            let &(path, data, czxid, mzxid, pzxid, ctime, mtime, version, cv, aversion, owner, n) =
+                row;
+            let node = Node {
+                data: Some(data.to_vec()),
+                acl: open_acl(),
+                czxid,
+                mzxid,
+                ctime,
+                mtime,
+                version,
+                // Persisted cversion counts child creates: visible = 2 * stored - children.
+                cversion: (cv + n) / 2,
+                aversion,
+                ephemeral_owner: owner,
+                pzxid,
+                children: BTreeSet::new(),
+            };
+            sum.wrapping_add(node_digest(path, &node))
+        })
+    }
+
+    /// Captured from Apache ZooKeeper 3.8 (Debian 3.8.0): a fresh server, one kazoo session
+    /// (zxid 1), then create /a "alpha", /a/b, ephemeral /a/e "eph", sequential /a/s- "seq",
+    /// create and delete /a/gone, setACL /a/b, setData / "root-data", and setData /a until
+    /// zxid 0x80, where `hash` printed `80: 9311984259`.
+    #[test]
+    fn tree_digest_matches_apache() {
+        let rows: [Row; 8] = [
+            ("/", b"root-data", 0, 9, 2, 0, 1796005160247, 1, 0, 0, 0, 2),
+            (
+                "/a",
+                b"alpha118",
+                2,
+                128,
+                7,
+                1796005160218,
+                1796005160635,
+                119,
+                5,
+                0,
+                0,
+                3,
+            ),
+            (
+                "/a/b",
+                b"",
+                3,
+                3,
+                3,
+                1796005160231,
+                1796005160231,
+                0,
+                0,
+                1,
+                0,
+                0,
+            ),
+            (
+                "/a/e",
+                b"eph",
+                4,
+                4,
+                4,
+                1796005160234,
+                1796005160234,
+                0,
+                0,
+                0,
+                72058304541753344,
+                0,
+            ),
+            (
+                "/a/s-0000000002",
+                b"seq",
+                5,
+                5,
+                5,
+                1796005160236,
+                1796005160236,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ),
+            ("/zookeeper", b"", 0, 0, 0, 0, 0, 0, -2, 0, 0, 2),
+            ("/zookeeper/config", b"", 0, 0, 0, 0, 0, 0, 0, -1, 0, 0),
+            ("/zookeeper/quota", b"", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        ];
+        assert_eq!(digest_of(&rows), 9_311_984_259);
+    }
+
+    /// Captured the same way with a container and a TTL node: zkCli `create -c /c cdata`,
+    /// `create /c/k kid`, `create -t 3600000 /t tt` (zxids 1-5 with its session), then a kazoo
+    /// session setting /c/k until zxid 0x80: `hash` printed `80: 11259261650`. Apache digests
+    /// the persisted owners (container mark, TTL encoding), which clients see as 0, and which
+    /// zkit's core stores the same way.
+    #[test]
+    fn tree_digest_matches_apache_with_container_and_ttl() {
+        let container = zkit_core::tree::CONTAINER_OWNER;
+        let ttl = zkit_core::tree::ttl_owner(3_600_000);
+        assert_eq!((container, ttl), (i64::MIN, -72_057_594_034_327_936));
+        let rows: [Row; 7] = [
+            ("/", b"", 0, 0, 4, 0, 0, 0, 1, 0, 0, 3),
+            (
+                "/c",
+                b"cdata",
+                2,
+                2,
+                3,
+                1796007018951,
+                1796007018951,
+                0,
+                1,
+                0,
+                container,
+                1,
+            ),
+            (
+                "/c/k",
+                b"kid121",
+                3,
+                128,
+                3,
+                1796007018978,
+                1796007023899,
+                122,
+                0,
+                0,
+                0,
+                0,
+            ),
+            (
+                "/t",
+                b"tt",
+                4,
+                4,
+                4,
+                1796007019004,
+                1796007019004,
+                0,
+                0,
+                0,
+                ttl,
+                0,
+            ),
+            ("/zookeeper", b"", 0, 0, 0, 0, 0, 0, -2, 0, 0, 2),
+            ("/zookeeper/config", b"", 0, 0, 0, 0, 0, 0, 0, -1, 0, 0),
+            ("/zookeeper/quota", b"", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        ];
+        assert_eq!(digest_of(&rows), 11_259_261_650);
+    }
+
+    #[test]
+    fn node_digest_is_crc32_of_path_data_and_stat() {
+        // Null and empty data hash alike; "/" hashes as ""; /zookeeper/ children are skipped.
+        let blank = |data| Node {
+            data,
+            acl: open_acl(),
+            czxid: 0,
+            mzxid: 0,
+            ctime: 0,
+            mtime: 0,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: 0,
+            pzxid: 0,
+            children: BTreeSet::new(),
+        };
+        assert_eq!(
+            node_digest("/", &blank(None)),
+            node_digest("/", &blank(Some(Vec::new())))
+        );
+        assert_eq!(node_digest("/zookeeper/quota", &blank(None)), 0);
+        assert_ne!(node_digest("/zookeeper", &blank(None)), 0);
+        // The root of a fresh tree: CRC-32 of 60 zero bytes (Python's `zlib.crc32(bytes(60))`).
+        assert_eq!(node_digest("/", &blank(None)), 0x0412_8908);
+    }
+
+    #[test]
+    fn java_double_format() {
+        assert_eq!(java_double(0.0), "0.0");
+        assert_eq!(java_double(2.5), "2.5");
+        assert_eq!(java_double(32.0 / 11.0), "2.9091");
+        assert_eq!(java_double(3.0), "3.0");
+    }
 
     #[test]
     fn java_date_format() {

@@ -23,8 +23,8 @@
 //!   through [`storage::Storage`], then releases the replies and watch events.
 //! - `connection`: one task pair per TCP connection: the reader turns frames into decoded
 //!   requests for the pipeline; the writer encodes what the pipeline sends back, in order.
-//! - `four_letter`: `ruok`, `srvr`, `stat`, `mntr`, `conf`, `envi` (and `isro`, `wchs`, `dirs`,
-//!   `srst`) in ZooKeeper's output formats, behind the whitelist.
+//! - `four_letter`: every ZooKeeper 3.8 four-letter word (`ruok`, `srvr`, `stat`, `mntr`,
+//!   `cons`, `dump`, `hash`, ...) in ZooKeeper's output formats, behind the whitelist.
 //! - `metrics`: counters shared by connections, the pipeline and the four-letter words, and
 //!   their Prometheus rendering.
 //! - [`limits`]: connections per client IP, requests in flight per connection.

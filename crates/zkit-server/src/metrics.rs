@@ -20,6 +20,10 @@ pub(crate) struct Metrics {
     /// Requests handed to the pipeline and not yet answered.
     pub outstanding: AtomicI64,
     latency: Mutex<Latency>,
+    /// Latency of requests that write (ZooKeeper's `UPDATE_LATENCY`: requests with a txn) and
+    /// of the others (`READ_LATENCY`), for `mntr`'s `updatelatency`/`readlatency` summaries.
+    update_latency: Mutex<Latency>,
+    read_latency: Mutex<Latency>,
     connections: Mutex<BTreeMap<ConnId, Arc<ConnMetrics>>>,
     /// Requests and their latency (read → reply written) per op name.
     per_op: Mutex<BTreeMap<&'static str, Histogram>>,
@@ -44,6 +48,9 @@ pub(crate) struct Histogram {
     counts: [u64; BUCKETS.len() + 1],
     sum_seconds: f64,
     count: u64,
+    /// Smallest and largest observation (seconds), for ZooKeeper's `fsynctime` summary.
+    min_seconds: f64,
+    max_seconds: f64,
 }
 
 impl Histogram {
@@ -55,11 +62,40 @@ impl Histogram {
             .unwrap_or(BUCKETS.len());
         self.counts[slot] += 1;
         self.sum_seconds += secs;
+        self.min_seconds = if self.count == 0 {
+            secs
+        } else {
+            self.min_seconds.min(secs)
+        };
+        self.max_seconds = self.max_seconds.max(secs);
         self.count += 1;
     }
 
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// Observations above `threshold` seconds. Exact only when `threshold` is a bucket bound.
+    pub fn count_above(&self, threshold: f64) -> u64 {
+        BUCKETS
+            .iter()
+            .zip(&self.counts)
+            .filter(|(bound, _)| **bound <= threshold)
+            .fold(self.count, |above, (_, c)| above - c)
+    }
+
+    /// ZooKeeper's summary of this histogram in whole milliseconds, as `mntr` prints a
+    /// `Summary` (`zk_avg_x`, `zk_min_x`, `zk_max_x`, `zk_cnt_x`, `zk_sum_x`).
+    pub fn summary_ms(&self) -> SummaryMs {
+        // Truncated to whole milliseconds like Apache's samples; the sum is of the exact
+        // durations, so it can exceed Apache's sum of truncated samples by under 1 ms each.
+        let ms = |secs: f64| (secs * 1000.0) as u64;
+        SummaryMs {
+            min: ms(self.min_seconds),
+            max: ms(self.max_seconds),
+            count: self.count,
+            sum: ms(self.sum_seconds),
+        }
     }
 
     /// Appends `name_bucket`, `name_sum`, `name_count` lines with `labels` (`k="v"` pairs).
@@ -84,6 +120,26 @@ impl Histogram {
         };
         let _ = writeln!(out, "{name}_sum{braces} {}", self.sum_seconds);
         let _ = writeln!(out, "{name}_count{braces} {}", self.count);
+    }
+}
+
+/// A latency summary in milliseconds (ZooKeeper's `AvgMinMaxCounter` fields).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SummaryMs {
+    pub min: u64,
+    pub max: u64,
+    pub count: u64,
+    pub sum: u64,
+}
+
+impl SummaryMs {
+    /// `sum / count` rounded to 4 places, as `AvgMinMaxCounter.getAvg` reports it.
+    pub fn avg(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            (self.sum as f64 / self.count as f64 * 10_000.0).round() / 10_000.0
+        }
     }
 }
 
@@ -116,13 +172,30 @@ pub(crate) struct ConnMetrics {
     pub last: Mutex<LastOp>,
 }
 
-/// What `cons` reports about a connection's most recent reply.
-#[derive(Debug, Clone, Default)]
+/// What `cons` reports about a connection's most recent reply (`ServerCnxn`'s `lastOp`,
+/// `lastCxid`, `lastZxid`, `lastResponseTime`).
+#[derive(Debug, Clone)]
 pub(crate) struct LastOp {
+    /// ZooKeeper's name of the op (`Request.op2String`); empty before the first reply.
     pub op: &'static str,
-    pub xid: i32,
+    /// The last non-negative xid answered; -1 before any. Like Apache's
+    /// `updateStatsForResponse`, special xids (ping -2, auth -4, setWatches -8) leave it.
+    pub cxid: i64,
+    /// The zxid of the last reply header; -1 before any.
     pub zxid: i64,
+    /// When the last reply was written (ms since the epoch); 0 before any.
     pub at_ms: i64,
+}
+
+impl Default for LastOp {
+    fn default() -> Self {
+        LastOp {
+            op: "",
+            cxid: -1,
+            zxid: -1,
+            at_ms: 0,
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -152,6 +225,8 @@ impl Metrics {
             packets_sent: AtomicU64::new(0),
             outstanding: AtomicI64::new(0),
             latency: Mutex::new(Latency::default()),
+            update_latency: Mutex::new(Latency::default()),
+            read_latency: Mutex::new(Latency::default()),
             connections: Mutex::new(BTreeMap::new()),
             per_op: Mutex::new(BTreeMap::new()),
             fsync: Mutex::new(Histogram::default()),
@@ -163,11 +238,32 @@ impl Metrics {
     /// One request of `op` answered after `elapsed` (read → reply written).
     pub fn record_op(&self, op: &'static str, elapsed: Duration) {
         lock(&self.per_op).entry(op).or_default().observe(elapsed);
+        match op {
+            // Answered before Apache's pipeline: in neither of its latency summaries.
+            "auth" | "sasl" => {}
+            op if is_update(op) => lock(&self.update_latency).record(elapsed),
+            _ => lock(&self.read_latency).record(elapsed),
+        }
+    }
+
+    /// Latency of write requests so far (`zk_*_updatelatency`).
+    pub fn update_latency(&self) -> Latency {
+        *lock(&self.update_latency)
+    }
+
+    /// Latency of the other requests so far (`zk_*_readlatency`).
+    pub fn read_latency(&self) -> Latency {
+        *lock(&self.read_latency)
     }
 
     /// One storage flush (a batch's append + fsync) took `elapsed`.
     pub fn record_fsync(&self, elapsed: Duration) {
         lock(&self.fsync).observe(elapsed);
+    }
+
+    /// Storage flush latency so far.
+    pub fn fsync(&self) -> Histogram {
+        lock(&self.fsync).clone()
     }
 
     /// Requests answered per op so far.
@@ -338,15 +434,15 @@ impl Metrics {
         }
     }
 
-    /// `srst`: zero the packet and latency counters, as ZooKeeper's `resetStats`.
+    /// `srst`: zero the server's packet and latency counters, as ZooKeeper's
+    /// `ServerStats.reset`; per-connection counters are `crst`'s business.
     pub fn reset(&self) {
         self.packets_received.store(0, Relaxed);
         self.packets_sent.store(0, Relaxed);
         *lock(&self.latency) = Latency::default();
-        for c in self.connections() {
-            c.received.store(0, Relaxed);
-            c.sent.store(0, Relaxed);
-        }
+        // Apache's `srst` also resets every `ServerMetrics` summary.
+        *lock(&self.update_latency) = Latency::default();
+        *lock(&self.read_latency) = Latency::default();
     }
 }
 
@@ -383,13 +479,20 @@ impl ConnMetrics {
         };
         let elapsed = at.elapsed();
         server.record_op(op, elapsed);
+        // Apache answers auth and sasl packets before its request pipeline: they never become
+        // a connection's last op nor count in its latency (`cons`).
+        if matches!(op, "auth" | "sasl") {
+            return;
+        }
         lock(&self.latency).record(elapsed);
         let at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        *lock(&self.last) = LastOp {
+        let mut last = lock(&self.last);
+        let cxid = if xid >= 0 { i64::from(xid) } else { last.cxid };
+        *last = LastOp {
             op,
-            xid,
+            cxid,
             zxid,
             at_ms,
         };
@@ -412,6 +515,28 @@ impl ConnMetrics {
         *lock(&self.latency) = Latency::default();
         *lock(&self.last) = LastOp::default();
     }
+}
+
+/// Whether Apache turns a request of `op` into a txn (its `Request` then has a header and
+/// counts in `UPDATE_LATENCY`): every write, including a standalone `check` and one that
+/// fails validation (logged as an error txn).
+fn is_update(op: &str) -> bool {
+    matches!(
+        op,
+        "create"
+            | "create2"
+            | "createContainer"
+            | "createTTL"
+            | "delete"
+            | "deleteContainer"
+            | "setData"
+            | "setACL"
+            | "check"
+            | "multi"
+            | "reconfig"
+            | "createSession"
+            | "closeSession"
+    )
 }
 
 /// ZooKeeper's name for an op (`Request.op2String`), for metrics labels and `cons`.

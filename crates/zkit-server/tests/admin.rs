@@ -1,6 +1,6 @@
 //! The four-letter words beyond srvr/mntr (cons, dump, wchc, wchp, gtmk, stmk, crst, hash), in
 //! the formats Apache ZooKeeper 3.8 prints, and the HTTP admin endpoint (`/metrics`,
-//! `/commands/<name>`).
+//! `/commands/<name>`). `four_letter_differential.rs` compares both with Apache itself.
 
 mod common;
 
@@ -112,10 +112,57 @@ async fn four_letter_words_in_zookeeper_formats() {
     assert_eq!(answer, "338");
     assert_eq!(four_letter(addr, "gtmk").await, "338");
 
-    assert_eq!(four_letter(addr, "hash").await, "");
+    // hash: `<zxid hex>: <digest>` of the tree at the last zxid; every write moves both.
+    let parse_hash = |text: String| -> (i64, i64) {
+        let (zxid, digest) = text
+            .strip_suffix('\n')
+            .and_then(|l| l.split_once(": "))
+            .unwrap_or_else(|| panic!("hash: {text:?}"));
+        (
+            i64::from_str_radix(zxid, 16).unwrap(),
+            digest.parse().unwrap(),
+        )
+    };
+    let (zxid, digest) = parse_hash(four_letter(addr, "hash").await);
+    let stat = zk.set_data("/w", b"changed", None).await.unwrap();
+    let (zxid2, digest2) = parse_hash(four_letter(addr, "hash").await);
+    assert_eq!(zxid2, stat.mzxid);
+    assert!(zxid2 > zxid);
+    assert_ne!(digest2, digest);
+    // Reads leave it alone.
+    zk.get_data("/w").await.unwrap();
+    assert_eq!(
+        parse_hash(four_letter(addr, "hash").await),
+        (zxid2, digest2)
+    );
+
+    // cons after a request: lop, lcxid (the xid of the last request), lzxid (its reply's zxid).
+    let cons = four_letter(addr, "cons").await;
+    let line = cons
+        .lines()
+        .find(|l| l.contains(&format!("sid={sid}")))
+        .unwrap_or_else(|| panic!("no line for {sid}:\n{cons}"));
+    assert!(
+        line.contains(",lop=GETD,") || line.contains(",lop=PING,"),
+        "{line}"
+    );
+    assert!(line.contains(&format!(",lzxid={zxid2:#x},")), "{line}");
+
     assert_eq!(four_letter(addr, "crst").await, "Connection stats reset.\n");
     let cons = four_letter(addr, "cons").await;
-    assert!(cons.contains("lop=NA"), "crst resets last op: {cons}");
+    let line = cons
+        .lines()
+        .find(|l| l.contains(&format!("sid={sid}")))
+        .unwrap_or_else(|| panic!("no line for {sid}:\n{cons}"));
+    // Apache's `resetStats`: last op NA, no lcxid, lzxid -1, counters zero (a ping may have
+    // been answered since).
+    if line.contains("lop=NA") {
+        assert!(!line.contains("lcxid"), "{line}");
+        assert!(line.contains(",lzxid=0xffffffffffffffff,"), "{line}");
+        assert!(line.contains("](queued=0,recved=0,sent=0,"), "{line}");
+    } else {
+        assert!(line.contains("lop=PING"), "crst resets last op: {line}");
+    }
     server.stop().await;
 }
 
@@ -187,9 +234,14 @@ async fn admin_endpoint_serves_metrics_and_commands() {
 
     let (_, body) = http_get(admin, "/commands/connections").await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let sid = format!("{:#x}", zk.session_id().0);
+    // Session ids are JSON numbers, as Apache's.
     let conns = v["connections"].as_array().unwrap();
-    assert!(conns.iter().any(|c| c["session_id"] == sid.as_str()), "{v}");
+    let mine = conns
+        .iter()
+        .find(|c| c["session_id"] == zk.session_id().0)
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(mine["session_timeout"], 10_000);
+    assert_eq!(mine["interest_ops"], 1);
 
     let (_, body) = http_get(admin, "/commands/watches").await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -199,9 +251,74 @@ async fn admin_endpoint_serves_metrics_and_commands() {
         serde_json::json!(["/m0"])
     );
 
+    let (_, body) = http_get(admin, "/commands/watch_summary").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (
+            &v["num_connections"],
+            &v["num_paths"],
+            &v["num_total_watches"]
+        ),
+        (&1.into(), &1.into(), &1.into())
+    );
+
+    let (_, body) = http_get(admin, "/commands/srvr").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["command"], "server_stats");
+    assert!(v.get("connections").is_none(), "{v}");
+
+    let (_, body) = http_get(admin, "/commands/conf").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["command"], "configuration");
+    assert_eq!(v["client_port"], server.addr().port());
+    assert_eq!(v["tick_time"], 2000);
+
+    let (_, body) = http_get(admin, "/commands/dump").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let expiring: Vec<&serde_json::Value> = v["expiry_time_to_session_ids"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|sids| sids.as_array().unwrap())
+        .collect();
+    assert_eq!(expiring, [&serde_json::json!(zk.session_id().0)]);
+
+    // The admin hash is the 4lw hash.
+    let (_, body) = http_get(admin, "/commands/hash").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let digest = &v["digests"][0];
+    assert_eq!(digest["digest_version"], 2);
+    assert_eq!(
+        four_letter(server.addr(), "hash").await,
+        format!(
+            "{:x}: {}\n",
+            digest["zxid"].as_i64().unwrap(),
+            digest["digest"]
+        )
+    );
+
+    // set_trace_mask takes `traceMask`; gtmk sees it.
+    let (_, body) = http_get(admin, "/commands/set_trace_mask?traceMask=338").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["tracemask"], 338);
+    assert_eq!(four_letter(server.addr(), "gtmk").await, "338");
+    let (_, body) = http_get(admin, "/commands/stmk").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"], "setTraceMask requires long traceMask argument");
+
+    // stat_reset zeroes the server's packet counters.
+    let (_, body) = http_get(admin, "/commands/srst").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["command"], "stat_reset");
+    let (_, body) = http_get(admin, "/commands/server_stats").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["server_stats"]["packets_received"], 0);
+
+    // An unknown command: 200 with the error in the body, as Apache's AdminServer.
     let (status, body) = http_get(admin, "/commands/nope").await;
-    assert_eq!(status, 404);
-    assert!(body.contains("Command not found"));
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"], "Unknown command: nope");
     let (status, _) = http_get(admin, "/elsewhere").await;
     assert_eq!(status, 404);
     server.stop().await;
