@@ -1,10 +1,12 @@
 //! `zkit elect` end to end, against Apache ZooKeeper (`ZKIT_APACHE_ZK`) and an embedded zkit
 //! server: three `zkit elect` processes run a shell loop that appends `<token> <id>` lines to a
 //! shared log while leader. The leader's process group is killed with SIGKILL (the elector and
-//! its CMD, as a crashed machine); a new leader must start within the session timeout + 1 s
-//! (+ the server's expiry granularity: Apache rounds expiry up to the next tick,
-//! `ExpiryQueue.roundToNextInterval`), and the shared log is the fencing check: once a token has
-//! appeared, no line with a lower token may follow (that would be two leaders at once).
+//! its CMD, as a crashed machine); a new leader must start within the session timeout + 1 s, on
+//! both servers. (Both expire sessions on tick boundaries, Apache in
+//! `ExpiryQueue.roundToNextInterval`, so a session can outlive its timeout by up to one tick:
+//! the servers here run with ticks of 250 ms and 500 ms, `scripts/apache-zk`, which the 1 s
+//! covers.) The shared log is the fencing check: once a token has appeared, no line with a lower
+//! token may follow (that would be two leaders at once).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -85,7 +87,7 @@ async fn wait_for_leader(log: &Path, newer_than: i64, limit: Duration) -> (i64, 
     }
 }
 
-async fn kill9_leader_then_new_leader(server: &str, name: &str, timeout: Duration, tick: Duration) {
+async fn kill9_leader_then_new_leader(server: &str, name: &str, timeout: Duration) {
     let dir = std::env::temp_dir().join(format!("zkit-elect-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("log");
@@ -113,10 +115,10 @@ async fn kill9_leader_then_new_leader(server: &str, name: &str, timeout: Duratio
         wait_for_leader(&log, token1, timeout * 3 + Duration::from_secs(10)).await;
     let took = started_at.duration_since(killed_at);
     assert_ne!(leader1, leader2);
-    let limit = timeout + tick + Duration::from_secs(1);
+    let limit = timeout + Duration::from_secs(1);
     assert!(
         took <= limit,
-        "{name}: new leader after {took:?}, more than session timeout {timeout:?} + tick {tick:?} + 1 s"
+        "{name}: new leader after {took:?}, more than session timeout {timeout:?} + 1 s"
     );
     // A clean hand-over: SIGTERM to the new leader's elector stops its CMD ("stop" line) before
     // the third participant starts.
@@ -158,13 +160,7 @@ async fn kill9_of_the_leader_elects_a_new_one_in_time_on_zkit() {
     config.tick_time = Duration::from_millis(250);
     config.min_session_timeout = Some(Duration::from_millis(1000));
     let server = Server::start(config).await.unwrap();
-    kill9_leader_then_new_leader(
-        &server.addr().to_string(),
-        "zkit",
-        Duration::from_secs(2),
-        Duration::from_millis(250),
-    )
-    .await;
+    kill9_leader_then_new_leader(&server.addr().to_string(), "zkit", Duration::from_secs(2)).await;
     server.stop().await;
 }
 
@@ -173,12 +169,7 @@ async fn kill9_of_the_leader_elects_a_new_one_in_time_on_apache() {
     let Some(addr) = zkit_testkit::apache_zk() else {
         return;
     };
-    // scripts/apache-zk: tickTime 2000, so the minimum (and our) session timeout is 4 s.
-    kill9_leader_then_new_leader(
-        &addr,
-        "apache",
-        Duration::from_secs(4),
-        Duration::from_secs(2),
-    )
-    .await;
+    // The timeout the issue measured (4 s); scripts/apache-zk's tickTime 500 allows it and
+    // bounds Apache's expiry rounding to 0.5 s.
+    kill9_leader_then_new_leader(&addr, "apache", Duration::from_secs(4)).await;
 }

@@ -222,7 +222,7 @@ async fn pause_expires_a_zookeeper_session() {
     let proxy = FaultProxy::start(zk.clone()).await.expect("proxy");
     let path = zkit_testkit::unique_path("fault-proxy-expiry");
 
-    // Apache's minimum session timeout is 2 * tickTime = 4 s; ask for that.
+    // A 4 s session: at least Apache's minimum (2 * tickTime, 1 s with scripts/apache-zk).
     let victim = zookeeper_client::Client::connector()
         .with_session_timeout(Duration::from_secs(4))
         .connect(&proxy.connect_string())

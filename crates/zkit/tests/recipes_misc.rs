@@ -221,6 +221,78 @@ async fn queue_delivers_each_item_once_with_a_consumer_killed() {
     }
 }
 
+/// Claim/ack: a claimed item is hidden from other claimers and from `take`; a failed ack
+/// commits nothing and keeps the claim; a released claim makes the item available again; an ack
+/// deletes item and claim together with the caller's ops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_claims_hide_items_until_acked_or_released() {
+    for target in servers().await {
+        let name = target.name;
+        let path = unique_path("queue-claim");
+        let results = format!("{path}-results");
+        let s1 = session(&target.addr, Duration::from_secs(10)).await;
+        let s2 = session(&target.addr, Duration::from_secs(10)).await;
+        let (q1, q2) = (
+            Queue::new(&s1, &path).unwrap(),
+            Queue::new(&s2, &path).unwrap(),
+        );
+        let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        s1.client().create(&results, b"", &opts).await.unwrap();
+        let first = q1.offer(b"a").await.unwrap();
+
+        let claim = q1.try_claim().await.unwrap().expect("an item to claim");
+        assert_eq!(claim.item().sequence, first);
+        assert!(
+            q2.try_claim().await.unwrap().is_none(),
+            "{name}: claimed twice"
+        );
+        assert!(
+            q2.poll().await.unwrap().is_none(),
+            "{name}: took a claimed item"
+        );
+
+        // A failing op in the ack: nothing commits, the item and the claim stay.
+        let result = format!("{results}/a");
+        s1.client().create(&result, b"", &opts).await.unwrap();
+        let err = claim
+            .ack_with(|m| m.add_create(&result, b"", &opts))
+            .await
+            .unwrap_err();
+        assert_eq!(err, zkit::Error::NodeExists, "{name}");
+        let item_path = claim.item_path().to_string();
+        assert!(s1.client().check_stat(&item_path).await.unwrap().is_some());
+        assert!(q2.try_claim().await.unwrap().is_none(), "{name}");
+        s1.client().delete(&result, None).await.unwrap();
+        // Given back: the other consumer gets it.
+        claim.release().await.unwrap();
+
+        let claim = q2.try_claim().await.unwrap().expect("released item");
+        assert_eq!(claim.item().data, b"a");
+        claim
+            .ack_with(|m| m.add_create(&result, b"done", &opts))
+            .await
+            .unwrap();
+        assert!(children(&s1, &path).await.is_empty(), "{name}");
+        assert_eq!(s1.client().get_data(&result).await.unwrap().0, b"done");
+
+        // release() gives an item back too; `claim` waits for an offer.
+        let waiting = tokio::spawn({
+            let q2 = q2.clone();
+            async move { q2.claim().await }
+        });
+        q1.offer(b"b").await.unwrap();
+        let claim = tokio::time::timeout(LIMIT, waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(claim.item().data, b"b");
+        claim.release().await.unwrap();
+        let item = q1.take().await.unwrap();
+        assert_eq!(item.data, b"b", "{name}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caches_load_then_follow_changes() {
     for target in servers().await {

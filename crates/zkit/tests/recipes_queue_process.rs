@@ -1,21 +1,34 @@
-//! The queue with consumers in separate processes, one of them killed with SIGKILL in the
-//! middle (against every server of `common::servers()`): no item is delivered twice, and at
-//! most the one item the killed consumer had taken but not yet logged is missing (an item
-//! belongs to whoever deleted it; see `zkit::queue`).
+//! The queue's claim/ack mode with its single consumer in a separate process that is killed
+//! with SIGKILL at random points, several times, and restarted (against every server of
+//! `common::servers()`): at the end every item was acknowledged exactly once and none is
+//! missing. Zero tolerance.
 //!
-//! Consumers are the `queue_consumer` example, which `cargo test`/`cargo nextest` build next
-//! to the test binaries (`target/<profile>/examples/`).
+//! The consumer (the `queue_consumer` example with `--ack-into`) acks each item with a multi that
+//! also creates `RESULTS/<item>`: the result exists iff the ack committed, and a second delivery
+//! of an acked item would be caught (the consumer checks for the result on delivery, and the
+//! create in the ack would fail) and reported as a `DOUBLE` line plus exit status 3.
+//!
+//! The consumer is built next to the test binaries by `cargo test -p zkit` / `cargo nextest run
+//! -p zkit` (`target/<profile>/examples/`), or by `cargo build -p zkit --examples`.
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
-use common::{eventually, servers, session};
-use zkit::queue::Queue;
-use zkit_testkit::{kill9, unique_path};
+use common::{children, eventually, servers, session};
+use zkit::queue::{Queue, ITEM_PREFIX};
+use zkit::zookeeper_client as zk;
+use zkit_testkit::{unique_path, ChildGuard};
+
+const ITEMS: i64 = 150;
+const KILLS: usize = 5;
+/// The consumer's session timeout: how long a killed consumer's claim outlives it.
+const CONSUMER_SESSION_MS: u64 = 2000;
+/// The consumer's "processing" time per item: the window the kills aim at.
+const WORK_MS: u64 = 30;
 
 fn consumer_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test exe");
@@ -24,61 +37,137 @@ fn consumer_bin() -> PathBuf {
     profile.join("examples").join("queue_consumer")
 }
 
-fn spawn(addr: &str, path: &str, log: &Path) -> Child {
-    Command::new(consumer_bin())
-        .args([addr, path, log.to_str().expect("utf-8 temp path")])
-        .spawn()
-        .expect("spawn queue_consumer (built by `cargo test -p zkit` without --test filters, or `cargo build -p zkit --examples`)")
+fn spawn_consumer(addr: &str, path: &str, results: &str, log: &Path) -> ChildGuard {
+    ChildGuard::spawn(Command::new(consumer_bin()).args([
+        addr,
+        path,
+        log.to_str().expect("utf-8 temp path"),
+        "--ack-into",
+        results,
+        "--work-ms",
+        &WORK_MS.to_string(),
+        "--session-timeout-ms",
+        &CONSUMER_SESSION_MS.to_string(),
+    ]))
+    .expect("spawn queue_consumer (built by `cargo test -p zkit` without --test filters, or `cargo build -p zkit --examples`)")
 }
 
-fn logged(log: &Path) -> Vec<String> {
+/// `(word, sequence)` per log line.
+fn log_lines(log: &Path) -> Vec<(String, i64)> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
-        .filter_map(|l| l.split(' ').nth(1).map(str::to_string))
+        .filter_map(|l| {
+            let (word, seq) = l.split_once(' ')?;
+            Some((word.to_string(), seq.parse().ok()?))
+        })
         .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_consumer_process_loses_at_most_its_in_flight_item_and_none_is_doubled() {
+async fn every_item_is_acked_exactly_once_though_the_consumer_is_killed_repeatedly() {
     for target in servers().await {
-        let path = unique_path("queue-proc");
+        let name = target.name;
+        let path = unique_path("queue-claim");
+        let results = format!("{path}-results");
         let dir = std::env::temp_dir().join(format!("zkit-queue-{}", path.trim_start_matches('/')));
         std::fs::create_dir_all(&dir).unwrap();
-        let logs: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("c{i}.log"))).collect();
         let s = session(&target.addr, Duration::from_secs(10)).await;
+        s.client()
+            .create(
+                &results,
+                b"",
+                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+            )
+            .await
+            .unwrap();
         let queue = Queue::new(&s, &path).unwrap();
-        let mut children: Vec<Child> = logs.iter().map(|l| spawn(&target.addr, &path, l)).collect();
-        const ITEMS: usize = 300;
-        for i in 0..ITEMS {
-            queue.offer(i.to_string().as_bytes()).await.unwrap();
-            if i == ITEMS / 2 {
-                kill9(&mut children[0]).unwrap();
+        let producer = tokio::spawn({
+            let queue = queue.clone();
+            async move {
+                let mut offered = BTreeSet::new();
+                for i in 0..ITEMS {
+                    offered.insert(queue.offer(i.to_string().as_bytes()).await.unwrap());
+                }
+                offered
             }
+        });
+
+        let logs: Vec<PathBuf> = (0..=KILLS).map(|i| dir.join(format!("c{i}.log"))).collect();
+        let mut consumer = spawn_consumer(&target.addr, &path, &results, &logs[0]);
+        for (k, log) in logs.iter().enumerate().take(KILLS) {
+            // A random point in the run, then the next moment this incarnation holds a claim
+            // (between its claim and its ack, where the at-most-once `take` would lose the item).
+            tokio::time::sleep(Duration::from_millis(50 + rand::random::<u64>() % 400)).await;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !matches!(log_lines(log).last(), Some((w, _)) if w == "claimed") {
+                assert!(
+                    consumer.child_mut().try_wait().unwrap().is_none(),
+                    "{name}: consumer {k} exited on its own (see {})",
+                    log.display()
+                );
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: consumer {k} claims nothing"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert!(
+                consumer.child_mut().try_wait().unwrap().is_none(),
+                "{name}: consumer {k} exited on its own"
+            );
+            consumer.kill9().unwrap();
+            consumer = spawn_consumer(&target.addr, &path, &results, &logs[k + 1]);
         }
-        let total = || logs.iter().map(|l| logged(l).len()).sum::<usize>();
-        eventually("every item consumed", Duration::from_secs(30), || async {
-            total() >= ITEMS - 1 && queue.poll().await.ok().flatten().is_none()
+        let offered = producer.await.unwrap();
+        eventually("every item acked", Duration::from_secs(60), || async {
+            children(&s, &results).await.len() >= offered.len()
         })
         .await;
-        for child in &mut children {
-            kill9(child).unwrap();
-        }
-        let mut counts: HashMap<String, usize> = HashMap::new();
+        assert!(
+            consumer.child_mut().try_wait().unwrap().is_none(),
+            "{name}: last consumer exited on its own"
+        );
+        consumer.kill9().unwrap();
+
+        // Each item's result exists exactly once (a set of node names: a second ack of one
+        // item cannot have committed, its create would have failed), and nothing else.
+        let expected: BTreeSet<String> = offered
+            .iter()
+            .map(|seq| format!("{ITEM_PREFIX}{seq:010}"))
+            .collect();
+        let acked: BTreeSet<String> = children(&s, &results).await.into_iter().collect();
+        assert_eq!(
+            acked, expected,
+            "{name}: acked items differ from offered ones"
+        );
+        let left: Vec<String> = children(&s, &path)
+            .await
+            .into_iter()
+            .filter(|c| c.starts_with(ITEM_PREFIX))
+            .collect();
+        assert!(left.is_empty(), "{name}: items left in the queue: {left:?}");
+
+        // No consumer saw an acked item again.
+        let mut claims: BTreeMap<i64, usize> = BTreeMap::new();
         for log in &logs {
-            for item in logged(log) {
-                *counts.entry(item).or_default() += 1;
+            for (word, seq) in log_lines(log) {
+                assert_ne!(word, "DOUBLE", "{name}: item {seq} delivered after its ack");
+                if word == "claimed" {
+                    *claims.entry(seq).or_default() += 1;
+                }
             }
         }
-        let doubled: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+        // The kills really hit claimed items: those were delivered again (not lost).
+        let redelivered = claims.values().filter(|n| **n > 1).count();
         assert!(
-            doubled.is_empty(),
-            "{}: delivered twice: {doubled:?}",
-            target.name
+            redelivered >= 1,
+            "{name}: no kill landed between a claim and its ack"
         );
-        let missing = ITEMS - counts.len();
-        assert!(missing <= 1, "{}: {missing} items lost", target.name);
-        assert!(!logged(&logs[1]).is_empty() || !logged(&logs[2]).is_empty());
+        eprintln!(
+            "{name}: {} items acked exactly once, {KILLS} kills, {redelivered} redelivered",
+            acked.len()
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

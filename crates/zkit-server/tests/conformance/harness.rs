@@ -3,7 +3,7 @@
 //! compares the transcripts.
 //!
 //! Apache ZooKeeper comes from `ZKIT_APACHE_ZK=host:port` (started by `scripts/apache-zk`, with
-//! extendedTypesEnabled, a 1 s container check interval and tickTime 2000). zkit is started
+//! extendedTypesEnabled, a 1 s container check interval, tickTime 500 and maxSessionTimeout 40000). zkit is started
 //! in-process per scenario by [`start_zkit`], the one place that knows the embedding API.
 
 use std::future::Future;
@@ -44,7 +44,8 @@ pub async fn start_zkit() -> Result<ZkitServer> {
     let config = zkit_server::ServerConfig {
         extended_types: true,
         container_check_interval: Duration::from_secs(1),
-        tick_time: Duration::from_millis(2000),
+        tick_time: Duration::from_millis(500),
+        max_session_timeout: Some(Duration::from_millis(40_000)),
         ..zkit_server::ServerConfig::ephemeral()
     };
     let inner = zkit_server::Server::start(config)

@@ -27,8 +27,8 @@ pub async fn servers() -> Vec<Target> {
         targets.push(Target {
             name: "apache",
             addr,
-            // scripts/apache-zk keeps Apache's defaults: tickTime 2000 → minimum 4 s.
-            min_session_timeout: Duration::from_secs(4),
+            // scripts/apache-zk: tickTime 500 → minimum 2 × tick = 1 s.
+            min_session_timeout: Duration::from_millis(1000),
             server: None,
         });
     }

@@ -1,6 +1,6 @@
 //! Sessions: ephemerals deleted by closeSession (with their watches), reconnect with the right
 //! and a wrong password, unknown sessions, lastZxidSeen from the future, and expiry of a session
-//! whose connection is gone (smallest timeout: 2 × tickTime = 4000 ms).
+//! whose connection is gone (smallest timeout: 2 × tickTime, 1000 ms with scripts/apache-zk).
 
 use std::time::Duration;
 
