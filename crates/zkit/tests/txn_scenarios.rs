@@ -496,3 +496,75 @@ async fn old_coordinator_and_recoverer_race_for_one_decision() {
 fn uuid_like(round: usize) -> String {
     format!("{round:04}-{}", std::process::id())
 }
+
+/// The "GC by TTL": a participant gone for good never acks, so the collect-after-all-acks
+/// path never fires. The recovering leader expires the transaction after `retention`, leaving
+/// the decision in the straggler's inbox entry; when the straggler does come back it applies
+/// that decision (a commit, not a presumed abort) and removes the entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unacked_transaction_expires_and_the_straggler_still_commits() {
+    for target in common::servers().await {
+        let root = zkit_testkit::unique_path("txn-ttl");
+        let options = TxnOptions {
+            retention: Duration::from_secs(1),
+            ack_timeout: Duration::from_millis(300),
+            ..options(&root)
+        };
+        let mut group = Group::start(&target.addr, options.clone()).await;
+        let recoverer_session = common::session(&target.addr, Duration::from_secs(10)).await;
+        let _recoverer =
+            Recoverer::start(&recoverer_session, &options, "r1", None).expect("recoverer");
+        let slow = TxnOptions {
+            decision_delay: Duration::from_millis(300),
+            ..options.clone()
+        };
+        let (session, c) = coordinator(&target.addr, slow).await;
+        let txn = c.begin(&NAMES, b"x").expect("begin");
+        let txid = txn.txid().to_string();
+        let commit = tokio::spawn(txn.commit());
+        group
+            .expect(
+                |n, e| {
+                    n == "P3"
+                        && matches!(
+                            e,
+                            ParticipantEvent::Voted {
+                                vote: Vote::Yes,
+                                ..
+                            }
+                        )
+                },
+                "P3 voted yes",
+            )
+            .await;
+        group.kill(2);
+        assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
+        group.applied(&txid, &["P1", "P2"]).await;
+        let layout = Layout::new(&root).expect("layout");
+        common::eventually("expired without P3's ack", Duration::from_secs(15), || {
+            gone(session.clone(), layout.txn(&txid))
+        })
+        .await;
+        // The decision waits for P3 in its inbox entry.
+        let (data, _) = session
+            .client()
+            .get_data(&layout.inbox_entry("P3", &txid))
+            .await
+            .expect("P3's inbox entry is kept");
+        assert_eq!(
+            zkit::txn::layout::decode_decision(&data).0,
+            Decision::Commit,
+            "{}",
+            target.name
+        );
+        assert_eq!(group.resource(2).state(&txid), FileState::Prepared);
+        group.restart(2, Duration::ZERO).await;
+        group.applied(&txid, &["P3"]).await;
+        assert_eq!(group.states(&txid), vec![FileState::Committed; 3]);
+        common::eventually("P3's inbox entry removed", Duration::from_secs(5), || {
+            gone(session.clone(), layout.inbox_entry("P3", &txid))
+        })
+        .await;
+        group.stop().await;
+    }
+}

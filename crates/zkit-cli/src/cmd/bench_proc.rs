@@ -46,6 +46,8 @@ pub struct BenchProcRow {
     pub min: Duration,
     /// Median procedure.
     pub median: Duration,
+    /// 99th percentile (nearest rank: the maximum below 100 rounds).
+    pub p99: Duration,
     /// Slowest procedure.
     pub max: Duration,
 }
@@ -128,6 +130,7 @@ async fn measure(args: &BenchProcArgs, n: usize) -> anyhow::Result<BenchProcRow>
         members: n,
         min: times[0],
         median: times[times.len() / 2],
+        p99: times[(times.len() * 99).div_ceil(100).saturating_sub(1)],
         max: times[times.len() - 1],
     })
 }
@@ -136,14 +139,14 @@ async fn measure(args: &BenchProcArgs, n: usize) -> anyhow::Result<BenchProcRow>
 pub async fn run(args: BenchProcArgs) -> anyhow::Result<i32> {
     println!("server {}; {} procedures per row", args.server, args.rounds);
     println!(
-        "{:>8} {:>12} {:>12} {:>12}",
-        "members", "min", "median", "max"
+        "{:>8} {:>12} {:>12} {:>12} {:>12}",
+        "members", "min", "median", "p99", "max"
     );
     for &n in &args.members {
         let row = measure(&args, n).await?;
         println!(
-            "{:>8} {:>12.2?} {:>12.2?} {:>12.2?}",
-            row.members, row.min, row.median, row.max
+            "{:>8} {:>12.2?} {:>12.2?} {:>12.2?} {:>12.2?}",
+            row.members, row.min, row.median, row.p99, row.max
         );
     }
     Ok(0)

@@ -6,10 +6,10 @@
 //! The driver only observes znodes (setting watches), asks [`decide_coordinator`] and acts; it
 //! must not make decisions of its own.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use futures::future::join_all;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
@@ -42,6 +42,10 @@ pub struct Recovered {
 pub struct Coordinator {
     session: Session,
     base: String,
+    /// Signatures whose directories are known to exist, with the session generation that saw
+    /// them: `run` skips the five `mkdir`s (on Apache ZooKeeper every failed create is a logged
+    /// write). A directory deleted behind our back shows up as `NoNode` and is made again.
+    ensured: Arc<StdMutex<HashSet<(String, u64)>>>,
 }
 
 impl Coordinator {
@@ -50,7 +54,29 @@ impl Coordinator {
         Coordinator {
             session: session.clone(),
             base: base.to_string(),
+            ensured: Arc::default(),
         }
+    }
+
+    /// Creates the directories of `signature` unless this coordinator saw them on this session.
+    async fn ensure_dirs_once(
+        &self,
+        client: &zk::Client,
+        layout: &Layout,
+        signature: &str,
+        generation: u64,
+    ) -> Result<(), zk::Error> {
+        let key = (signature.to_string(), generation);
+        if self.ensured_lock().contains(&key) {
+            return Ok(());
+        }
+        ensure_dirs(client, layout).await?;
+        self.ensured_lock().insert(key);
+        Ok(())
+    }
+
+    fn ensured_lock(&self) -> std::sync::MutexGuard<'_, HashSet<(String, u64)>> {
+        self.ensured.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Runs instance `instance` of procedure `signature` with `args` on `expected_members` and
@@ -87,31 +113,21 @@ impl Coordinator {
             check_name("member", member)?;
         }
         self.session.wait_connected().await?;
-        let client = self.session.client();
-        ensure_dirs(&client, &layout).await?;
+        let (client, generation) = self.session.client_and_generation();
+        self.ensure_dirs_once(&client, &layout, signature, generation)
+            .await?;
 
-        // Claim the instance name: the ephemeral owner node makes a second run fail, and tells
-        // a later `recover` whether the owner is still alive.
-        let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-        match client
-            .create(&layout.running(instance), &[], &ephemeral)
-            .await
-        {
-            Ok(_) => {}
-            Err(zk::Error::NodeExists) => {
-                return Err(ProcedureError::DuplicateInstance(instance.to_string()))
-            }
-            Err(err) => return Err(err.into()),
-        }
-        for stale in [
-            layout.acquired(instance),
-            layout.reached(instance),
-            layout.abort(instance),
-        ] {
-            if client.check_stat(&stale).await?.is_some() {
-                let _ = client.delete(&layout.running(instance), None).await;
-                return Err(ProcedureError::DuplicateInstance(instance.to_string()));
-            }
+        // Leftovers of a dead coordinator's instance of the same name: `reached/<instance>`
+        // or `abort/<instance>` without `acquired/<instance>` (a stale `acquired/<instance>`
+        // makes the create below fail). Nothing creates either without a live owner of the
+        // name or an existing `acquired/<instance>` (members abort with a check on it), so
+        // the `multi` below cannot race with a new one appearing. Read together: one round trip.
+        let (stale_reached, stale_abort) = tokio::join!(
+            client.check_stat(&layout.reached(instance)),
+            client.check_stat(&layout.abort(instance)),
+        );
+        if stale_reached?.is_some() || stale_abort?.is_some() {
+            return Err(ProcedureError::DuplicateInstance(instance.to_string()));
         }
 
         let mut guard = CancelGuard {
@@ -125,18 +141,38 @@ impl Coordinator {
             members: expected.clone(),
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         };
-        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let data = layout::encode_instance(&header, args);
         let start = Instant::now();
-        let created = client
-            .create(
-                &layout.acquired(instance),
-                &layout::encode_instance(&header, args),
-                &persistent,
-            )
-            .await;
+        // Claim the instance name and publish the instance in one `multi` (one write): the
+        // ephemeral owner node makes a second run fail, and tells a later `recover` whether
+        // the owner is still alive; `acquired/<instance>` starts the members.
+        let mut created = claim_and_publish(&client, &layout, instance, &data).await;
+        if matches!(created, Err(zk::Error::NoNode)) {
+            // The directories were deleted behind our back: make them again, once.
+            self.ensured_lock()
+                .remove(&(signature.to_string(), generation));
+            self.ensure_dirs_once(&client, &layout, signature, generation)
+                .await?;
+            created = claim_and_publish(&client, &layout, instance, &data).await;
+        }
+        if matches!(created, Err(zk::Error::NodeExists)) {
+            // Nothing was written (a `multi` is all or nothing).
+            guard.armed = false;
+            return Err(ProcedureError::DuplicateInstance(instance.to_string()));
+        }
         let result = match created {
             Ok(_) => drive(&client, &layout, instance, &expected, start + timeout).await,
             Err(err) => {
+                // The `multi` may have gone through before the connection broke. Abort and
+                // remove it only if the owner node is ours: otherwise it is someone else's.
+                let ours = matches!(
+                    client.check_stat(&layout.running(instance)).await,
+                    Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0
+                );
+                if !ours {
+                    guard.armed = false;
+                    return Err(err.into());
+                }
                 finish_aborted(
                     &client,
                     &layout,
@@ -195,6 +231,21 @@ impl Coordinator {
     }
 }
 
+/// `running/<instance>` (ephemeral) and `acquired/<instance>` with `data`, in one `multi`.
+async fn claim_and_publish(
+    client: &zk::Client,
+    layout: &Layout,
+    instance: &str,
+    data: &[u8],
+) -> Result<(), zk::Error> {
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let mut multi = client.new_multi_writer();
+    multi.add_create(&layout.running(instance), &[], &ephemeral)?;
+    multi.add_create(&layout.acquired(instance), data, &persistent)?;
+    multi.commit().await.map(|_| ()).map_err(zk::Error::from)
+}
+
 async fn recover_one(
     client: &zk::Client,
     layout: &Layout,
@@ -239,64 +290,127 @@ async fn recover_one(
     }
 }
 
+/// What the coordinator last read of each watched node; an entry is reused while its watch
+/// is still armed (the node has not changed since), so a round after one member's create
+/// re-reads only `acquired/<instance>`'s children instead of everything.
+#[derive(Default)]
+struct Cache {
+    acquired: Option<Option<Vec<String>>>,
+    reached_exists: Option<bool>,
+    reached: Option<Option<Vec<String>>>,
+    abort_exists: Option<bool>,
+    abort: Option<AbortReason>,
+    live: Option<Option<Vec<String>>>,
+}
+
 /// Reads the instance's znodes into a view, keeping a watch armed on everything the decision
-/// depends on.
+/// depends on. Only nodes whose watch fired (or never read) are read again; the rest come from
+/// `cache`: together a view as current as the last reply.
 async fn observe(
     client: &zk::Client,
     layout: &Layout,
     instance: &str,
     deadline: Instant,
     watches: &mut WatchSet,
+    cache: &mut Cache,
 ) -> Result<CoordinatorView, zk::Error> {
     let acquired_path = layout.acquired(instance);
     let reached_path = layout.reached(instance);
     let abort_path = layout.abort(instance);
     let members_dir = layout.members_dir();
-    let keys = [
+    let [k_acquired, k_reached, k_abort, k_members, k_reached_children] = [
         children_key(&acquired_path),
         exists_key(&reached_path),
         exists_key(&abort_path),
         children_key(&members_dir),
         children_key(&reached_path),
     ];
-    let watch: Vec<bool> = keys.iter().map(|k| !watches.armed(k)).collect();
+    watches.drop_fired();
+    let read_acquired = watches.stale(&k_acquired, cache.acquired.is_some());
+    let read_reached = watches.stale(&k_reached, cache.reached_exists.is_some());
+    let read_abort = watches.stale(&k_abort, cache.abort_exists.is_some());
+    let read_live = watches.stale(&k_members, cache.live.is_some());
     // Issued together: the client pipelines them on one connection.
     let (acquired, reached, abort, live) = tokio::join!(
-        list(client, &acquired_path, watch[0]),
-        exists(client, &reached_path, watch[1]),
-        exists(client, &abort_path, watch[2]),
-        list(client, &members_dir, watch[3]),
+        async {
+            if read_acquired {
+                Some(list(client, &acquired_path, true).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if read_reached {
+                Some(exists(client, &reached_path, true).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if read_abort {
+                Some(exists(client, &abort_path, true).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if read_live {
+                Some(list(client, &members_dir, true).await)
+            } else {
+                None
+            }
+        },
     );
-    let [k_acquired, k_reached, k_abort, k_members, k_reached_children] = keys;
-    let mut view = CoordinatorView::default();
-    let (acquired, w) = acquired?;
-    watches.arm_some(k_acquired, w);
     if let Some(acquired) = acquired {
+        let (acquired, w) = acquired?;
+        watches.arm_some(k_acquired, w);
+        cache.acquired = Some(acquired);
+    }
+    if let Some(reached) = reached {
+        let (reached, w) = reached?;
+        watches.arm_some(k_reached, w);
+        cache.reached_exists = Some(reached);
+    }
+    if let Some(abort) = abort {
+        let (abort, w) = abort?;
+        watches.arm_some(k_abort, w);
+        cache.abort_exists = Some(abort);
+    }
+    if let Some(live) = live {
+        let (live, w) = live?;
+        watches.arm_some(k_members, w);
+        cache.live = Some(live);
+    }
+    let mut view = CoordinatorView::default();
+    if let Some(Some(acquired)) = &cache.acquired {
         view.instance_exists = true;
-        view.acquired = acquired.into_iter().collect();
+        view.acquired = acquired.iter().cloned().collect();
     }
-    let (reached_exists, w) = reached?;
-    watches.arm_some(k_reached, w);
-    if reached_exists {
-        let (reached, w) = list(client, &reached_path, watch[4]).await?;
-        watches.arm_some(k_reached_children, w);
-        if let Some(reached) = reached {
+    if cache.reached_exists == Some(true) {
+        if watches.stale(&k_reached_children, cache.reached.is_some()) {
+            let (reached, w) = list(client, &reached_path, true).await?;
+            watches.arm_some(k_reached_children, w);
+            cache.reached = Some(reached);
+        }
+        if let Some(Some(reached)) = &cache.reached {
             view.reached_exists = true;
-            view.reached = reached.into_iter().collect();
+            view.reached = reached.iter().cloned().collect();
         }
     }
-    let (abort_exists, w) = abort?;
-    watches.arm_some(k_abort, w);
-    if abort_exists {
-        match client.get_data(&abort_path).await {
-            Ok((data, _)) => view.abort = Some(layout::decode_abort(&data)),
-            Err(zk::Error::NoNode) => {}
-            Err(err) => return Err(err),
+    if cache.abort_exists == Some(true) {
+        // Written once (first writer wins): read it once.
+        if cache.abort.is_none() {
+            match client.get_data(&abort_path).await {
+                Ok((data, _)) => cache.abort = Some(layout::decode_abort(&data)),
+                Err(zk::Error::NoNode) => {}
+                Err(err) => return Err(err),
+            }
         }
+        view.abort = cache.abort.clone();
     }
-    let (live, w) = live?;
-    watches.arm_some(k_members, w);
-    view.live = live.unwrap_or_default().into_iter().collect();
+    if let Some(live) = &cache.live {
+        view.live = live.iter().flatten().cloned().collect();
+    }
     view.timed_out = Instant::now() >= deadline;
     Ok(view)
 }
@@ -311,12 +425,14 @@ async fn drive(
 ) -> Result<MemberResults, ProcedureError> {
     let never = CancellationToken::new();
     let mut watches = WatchSet::default();
+    let mut cache = Cache::default();
     let aborted = |reason: AbortReason| ProcedureError::Aborted {
         instance: instance.to_string(),
         reason,
     };
     loop {
-        let view = match observe(client, layout, instance, deadline, &mut watches).await {
+        let view = match observe(client, layout, instance, deadline, &mut watches, &mut cache).await
+        {
             Ok(observed) => observed,
             Err(err) => {
                 let reason =
@@ -347,18 +463,32 @@ async fn drive(
                 }
             }
             CoordinatorStep::Complete => {
-                let paths: Vec<(String, String)> = expected
-                    .iter()
-                    .map(|m| (m.clone(), layout.reached_member(instance, m)))
-                    .collect();
-                let reads = join_all(paths.iter().map(|(_, path)| client.get_data(path))).await;
-                let mut results = MemberResults::new();
-                for ((member, _), read) in paths.into_iter().zip(reads) {
-                    let (data, _) = read?;
-                    results.insert(member, data);
+                // Every result in one multi-read (one request, however many members).
+                let mut reader = client.new_multi_reader();
+                for member in expected {
+                    reader.add_get_data(&layout.reached_member(instance, member))?;
                 }
-                // reached/<instance> exists, so nobody waiting on it hangs (HBASE-13885).
-                cleanup(client, layout, instance).await?;
+                let reads = reader.commit().await?;
+                let mut results = MemberResults::new();
+                for (member, read) in expected.iter().zip(reads) {
+                    match read {
+                        zk::MultiReadResult::Data { data, .. } => {
+                            results.insert(member.clone(), data);
+                        }
+                        zk::MultiReadResult::Error { err } => return Err(err.into()),
+                        _ => {
+                            return Err(zk::Error::UnexpectedError(
+                                "multi-read answered getData with something else".into(),
+                            )
+                            .into())
+                        }
+                    }
+                }
+                // reached/<instance> exists, so nobody waiting on it hangs (HBASE-13885). The
+                // view lists every child, so the removal needs no listing: one `multi`.
+                if !cleanup_known(client, layout, instance, &view).await {
+                    cleanup(client, layout, instance).await?;
+                }
                 return Ok(results);
             }
             CoordinatorStep::Abort(reason) => {
@@ -486,6 +616,39 @@ async fn cleanup(client: &zk::Client, layout: &Layout, instance: &str) -> Result
     delete_tree(client, &reached).await?;
     delete_tree(client, &abort).await?;
     delete_tree(client, &running).await
+}
+
+/// Removes a completed instance's znodes as `view` lists them, in one `multi` without reading
+/// anything first. Returns `false` (nothing changed) when the tree holds something else.
+async fn cleanup_known(
+    client: &zk::Client,
+    layout: &Layout,
+    instance: &str,
+    view: &CoordinatorView,
+) -> bool {
+    let mut paths: Vec<String> = view
+        .acquired
+        .iter()
+        .map(|m| layout.acquired_member(instance, m))
+        .collect();
+    paths.push(layout.acquired(instance));
+    paths.extend(
+        view.reached
+            .iter()
+            .map(|m| layout.reached_member(instance, m)),
+    );
+    paths.push(layout.reached(instance));
+    if view.abort.is_some() {
+        paths.push(layout.abort(instance));
+    }
+    paths.push(layout.running(instance));
+    let mut multi = client.new_multi_writer();
+    for path in &paths {
+        if multi.add_delete(path, None).is_err() {
+            return false;
+        }
+    }
+    multi.commit().await.is_ok()
 }
 
 /// Attempts of the single-multi cleanup before deleting node by node.

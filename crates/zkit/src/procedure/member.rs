@@ -248,54 +248,122 @@ async fn pause(session: &Session, cancel: &CancellationToken) {
     }
 }
 
-/// What a member reads of one instance, with watches on what it may wait for.
+/// What a member last read of one instance; an entry is reused while its watch is still armed
+/// (the node has not changed since), so waiting for `reached/<instance>` costs no reads.
+#[derive(Default)]
+struct Cache {
+    acquired: Option<bool>,
+    reached: Option<bool>,
+    abort_exists: Option<bool>,
+    abort: Option<AbortReason>,
+}
+
+/// What a member reads of one instance, with watches on what it may wait for. Only nodes whose
+/// watch fired (or never read) are read again. Its own `acquired/…/<member>` and
+/// `reached/…/<member>` matter only before it did anything (`local` is `New`: a restart, or a
+/// completed instance seen again); after that it knows them.
 async fn observe(
     client: &zk::Client,
     ctx: &Ctx,
     instance: &str,
     expected_me: bool,
+    local: MemberLocal,
     watches: &mut WatchSet,
+    cache: &mut Cache,
 ) -> Result<MemberView, zk::Error> {
     let l = &ctx.layout;
     let (acquired_path, reached_path, abort_path) =
         (l.acquired(instance), l.reached(instance), l.abort(instance));
-    let keys = [
+    let [k_acquired, k_reached, k_abort] = [
         exists_key(&acquired_path),
         exists_key(&reached_path),
         exists_key(&abort_path),
     ];
-    let watch: Vec<bool> = keys.iter().map(|k| !watches.armed(k)).collect();
+    watches.drop_fired();
+    let read_acquired = watches.stale(&k_acquired, cache.acquired.is_some());
+    let read_reached = watches.stale(&k_reached, cache.reached.is_some());
+    let read_abort = watches.stale(&k_abort, cache.abort_exists.is_some());
+    let read_mine = local == MemberLocal::New;
+    let my_acquired_path = l.acquired_member(instance, &ctx.name);
+    let my_reached_path = l.reached_member(instance, &ctx.name);
     // Issued together: the client pipelines them on one connection.
     let (acquired, my_acquired, reached, my_reached, abort) = tokio::join!(
-        exists(client, &acquired_path, watch[0]),
-        client.check_stat(&l.acquired_member(instance, &ctx.name)),
-        exists(client, &reached_path, watch[1]),
-        client.check_stat(&l.reached_member(instance, &ctx.name)),
-        exists(client, &abort_path, watch[2]),
+        async {
+            if read_acquired {
+                Some(exists(client, &acquired_path, true).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if read_mine {
+                Some(client.check_stat(&my_acquired_path).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if read_reached {
+                Some(exists(client, &reached_path, true).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if read_mine {
+                Some(client.check_stat(&my_reached_path).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if read_abort {
+                Some(exists(client, &abort_path, true).await)
+            } else {
+                None
+            }
+        },
     );
-    let [k_acquired, k_reached, k_abort] = keys;
-    let (acquired, w) = acquired?;
-    watches.arm_some(k_acquired, w);
-    let (reached, w) = reached?;
-    watches.arm_some(k_reached, w);
-    let (abort_exists, w) = abort?;
-    watches.arm_some(k_abort, w);
-    let abort = if abort_exists {
+    if let Some(acquired) = acquired {
+        let (acquired, w) = acquired?;
+        watches.arm_some(k_acquired, w);
+        cache.acquired = Some(acquired);
+    }
+    if let Some(reached) = reached {
+        let (reached, w) = reached?;
+        watches.arm_some(k_reached, w);
+        cache.reached = Some(reached);
+    }
+    if let Some(abort) = abort {
+        let (abort, w) = abort?;
+        watches.arm_some(k_abort, w);
+        cache.abort_exists = Some(abort);
+    }
+    if cache.abort_exists == Some(true) && cache.abort.is_none() {
+        // Written once (first writer wins): read it once.
         match client.get_data(&abort_path).await {
-            Ok((data, _)) => Some(layout::decode_abort(&data)),
-            Err(zk::Error::NoNode) => None,
+            Ok((data, _)) => cache.abort = Some(layout::decode_abort(&data)),
+            Err(zk::Error::NoNode) => {}
             Err(err) => return Err(err),
         }
-    } else {
-        None
+    }
+    let (my_acquired, my_reached) = match (my_acquired, my_reached) {
+        (Some(a), Some(r)) => (a?.is_some(), r?.is_some()),
+        // Not read: past `New`, this member created them itself (and the decision no longer
+        // depends on them).
+        _ => (local != MemberLocal::New, local == MemberLocal::Finished),
     };
     Ok(MemberView {
-        instance_exists: acquired,
+        instance_exists: cache.acquired == Some(true),
         expected_me,
-        my_acquired: my_acquired?.is_some(),
-        reached_exists: reached,
-        my_reached: my_reached?.is_some(),
-        abort,
+        my_acquired,
+        reached_exists: cache.reached == Some(true),
+        my_reached,
+        abort: if cache.abort_exists == Some(true) {
+            cache.abort.clone()
+        } else {
+            None
+        },
     })
 }
 
@@ -360,9 +428,14 @@ async fn instance_task(
     relist: Arc<Notify>,
 ) {
     let client = ctx.session.client();
-    let czxid = match client.get_data(&ctx.layout.acquired(&instance)).await {
-        Ok((data, stat)) => {
-            run_instance(&ctx, &client, &instance, &data, &cancel).await;
+    // With a watch: it stands for the exists watch `run_instance` keeps on the node (both fire
+    // on its deletion), which saves reading it again.
+    let czxid = match client
+        .get_and_watch_data(&ctx.layout.acquired(&instance))
+        .await
+    {
+        Ok((data, stat, watcher)) => {
+            run_instance(&ctx, &client, &instance, &data, watcher, &cancel).await;
             Some(stat.czxid)
         }
         Err(err) => {
@@ -374,18 +447,30 @@ async fn instance_task(
     };
     if let Some(czxid) = czxid {
         let closed = ctx.session.closed_token();
+        let path = ctx.layout.acquired(&instance);
+        // Usually the instance is gone by now: look without a watch first, since a watch set
+        // on a missing node and then dropped costs a removeWatches request.
+        let mut watch = false;
         loop {
-            match client
-                .check_and_watch_stat(&ctx.layout.acquired(&instance))
-                .await
-            {
-                Ok((Some(stat), watcher)) if stat.czxid == czxid => {
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = closed.cancelled() => return,
-                        _ = watcher.changed() => {}
+            let checked = if watch {
+                client
+                    .check_and_watch_stat(&path)
+                    .await
+                    .map(|(stat, watcher)| (stat, Some(watcher)))
+            } else {
+                client.check_stat(&path).await.map(|stat| (stat, None))
+            };
+            match checked {
+                Ok((Some(stat), watcher)) if stat.czxid == czxid => match watcher {
+                    Some(watcher) => {
+                        tokio::select! {
+                            _ = cancel.cancelled() => return,
+                            _ = closed.cancelled() => return,
+                            _ = watcher.changed() => {}
+                        }
                     }
-                }
+                    None => watch = true,
+                },
                 Ok(_) => break,
                 Err(_) => {
                     pause(&ctx.session, &cancel).await;
@@ -410,6 +495,7 @@ async fn run_instance(
     client: &zk::Client,
     instance: &str,
     data: &[u8],
+    acquired_watch: zk::OneshotWatcher,
     cancel: &CancellationToken,
 ) {
     let closed = ctx.session.closed_token();
@@ -424,8 +510,23 @@ async fn run_instance(
     let mut sub: Option<Box<dyn Subprocedure>> = None;
     let mut args = Some(args);
     let mut watches = WatchSet::default();
+    let mut cache = Cache {
+        acquired: Some(true),
+        ..Cache::default()
+    };
+    watches.arm(exists_key(&l.acquired(instance)), acquired_watch);
     loop {
-        let view = match observe(client, ctx, instance, expected_me, &mut watches).await {
+        let view = match observe(
+            client,
+            ctx,
+            instance,
+            expected_me,
+            local,
+            &mut watches,
+            &mut cache,
+        )
+        .await
+        {
             Ok(observed) => observed,
             Err(err) => {
                 // Our session is gone (or the server): the coordinator sees our member node

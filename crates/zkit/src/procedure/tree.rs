@@ -124,6 +124,21 @@ impl WatchSet {
         }
     }
 
+    /// Removes every watch that has fired already, without waiting: afterwards, a key still
+    /// armed means its node has not changed since it was read (ZooKeeper delivers a watch event
+    /// before the reply to any later request), so a cached read of it is still current.
+    pub fn drop_fired(&mut self) {
+        let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+        self.pending
+            .retain(|_, watch| watch.as_mut().poll(&mut cx).is_pending());
+    }
+
+    /// Whether a cached read of `key` must be redone: never read (`cached` false), or its watch
+    /// is not armed (it fired, or could not be set).
+    pub fn stale(&self, key: &str, cached: bool) -> bool {
+        !cached || !self.armed(key)
+    }
+
     /// Waits until at least one armed watch fires (removing every fired one), the deadline
     /// passes or `cancel` is cancelled.
     pub async fn wait(&mut self, deadline: Option<Instant>, cancel: &CancellationToken) -> Wake {

@@ -248,7 +248,8 @@ impl Transaction {
         write_tree(c, txid, &header, &prepare).await?;
         tracing::debug!(txid, coordinator = %inner.id, "txn: prepare written");
 
-        let proposal = collect_votes(&inner.session, &inner.stop, layout, txid, &header).await?;
+        let (proposal, voters, votes_watch) =
+            collect_votes(&inner.session, &inner.stop, layout, txid, &header).await?;
         if !inner.options.decision_delay.is_zero() {
             tokio::select! {
                 _ = inner.stop.cancelled() => return Err(TxnError::Stopped),
@@ -265,7 +266,7 @@ impl Transaction {
         )
         .await?;
         tracing::debug!(txid, decision = decision.word(), by, "txn: decided");
-        let all_acked = await_acks(
+        let (all_acked, acks_watch) = await_acks(
             &inner.session,
             &inner.stop,
             layout,
@@ -274,14 +275,26 @@ impl Transaction {
             Instant::now() + inner.options.ack_timeout,
         )
         .await?;
-        // Done with it: let it be collected (now, if everyone acked; else by the last ack). In
-        // the background: the outcome is settled, and a crash here only leaves the ephemeral
-        // `owner` to go with the session.
+        // Done with it: let it be collected. In the background: the outcome is settled, and a
+        // crash here only leaves the ephemeral `owner` to go with the session.
         let session = inner.session.clone();
         let stop = inner.stop.clone();
         let layout = layout.clone();
         let txid = txid.to_string();
+        let participants = self.participants;
         tokio::spawn(async move {
+            // Everyone acked: the owner node and the whole tree go in one `multi` (one write,
+            // no listing: the children are the votes we read and the acks we saw). It fails
+            // as a whole if the tree holds anything else (a late vote); then the slow path.
+            // The last child watches on `votes/` and `acks/` live until the tree is gone: its
+            // deletion fires them, whereas dropping an armed watch costs a removeWatches request.
+            let _watches = (votes_watch, acks_watch);
+            if all_acked
+                && zkops::collect_known(&session.client(), &layout, &txid, &voters, &participants)
+                    .await
+            {
+                return;
+            }
             let owner = layout.owner(&txid);
             let deleted = retrying(&session, &stop, |client| {
                 let owner = &owner;
@@ -293,8 +306,11 @@ impl Transaction {
                 }
             })
             .await;
-            if deleted.is_ok() && all_acked {
-                zkops::collect(&session.client(), &layout, &txid).await;
+            // Look at the acks again *after* giving up ownership: a participant whose ack
+            // `multi` still found `owner` left the collecting to us, and its ack is visible
+            // now; one that acks later finds `owner` gone and collects itself.
+            if deleted.is_ok() {
+                zkops::collect_if_acked(&session.client(), &layout, &txid, &participants).await;
             }
         });
         Ok(decision.into())
@@ -364,41 +380,52 @@ async fn write_tree(
 }
 
 /// Collects votes of `txid` with a children watch on `votes/` until [`tally`] decides: all yes,
-/// a no, or the deadline. Returns the decision to propose. Shared by coordinator and recoverer.
+/// a no, or the deadline. Returns the decision to propose, the names of the votes read (the
+/// children of `votes/` as last seen) and the child watch still armed on `votes/` (see
+/// [`Transaction::commit`] for why it is kept). Shared by coordinator and recoverer.
 pub(crate) async fn collect_votes(
     session: &Session,
     stop: &CancellationToken,
     layout: &Layout,
     txid: &str,
     header: &PrepareHeader,
-) -> Result<Decision, TxnError> {
+) -> Result<(Decision, BTreeSet<String>, zk::OneshotWatcher), TxnError> {
     let mut votes = BTreeMap::new();
+    let mut names = BTreeSet::new();
     loop {
-        let listed = retrying(session, stop, |client| async move {
-            match client.list_and_watch_children(&layout.votes(txid)).await {
-                Ok(listed) => Ok(Some(listed)),
-                Err(zk::Error::NoNode) => Ok(None),
-                Err(err) => Err(err),
+        let missing: Vec<String> = header
+            .participants
+            .iter()
+            .filter(|p| !votes.contains_key(*p))
+            .cloned()
+            .collect();
+        // One round trip per change: the child watch for what comes next, and (pipelined right
+        // behind it) the votes not read yet, by name, in one multi-read (a vote not written yet
+        // is a per-op NoNode). A vote landing between the two is read now and fires the watch,
+        // which costs one empty round later, never a lost vote.
+        let listed = retrying(session, stop, |client| {
+            let missing = &missing;
+            async move {
+                let (listed, read) = tokio::join!(
+                    client.list_and_watch_children(&layout.votes(txid)),
+                    zkops::read_votes(&client, layout, txid, missing),
+                );
+                match listed {
+                    Ok((names, watcher)) => Ok(Some((names, watcher, read?))),
+                    Err(zk::Error::NoNode) => Ok(None),
+                    Err(err) => Err(err),
+                }
             }
         })
         .await?;
-        let Some((names, watcher)) = listed else {
+        let Some((listed, watcher, read)) = listed else {
             return Err(TxnError::NoSuchTransaction(txid.to_string()));
         };
-        let new: Vec<String> = names
-            .into_iter()
-            .filter(|n| !votes.contains_key(n))
-            .collect();
-        if !new.is_empty() {
-            let read = retrying(session, stop, |client| {
-                let new = &new;
-                async move { zkops::read_votes(&client, layout, txid, new).await }
-            })
-            .await?;
-            votes.extend(read);
-        }
+        names.extend(listed);
+        names.extend(read.keys().cloned());
+        votes.extend(read);
         match tally(&header.participants, &votes, header.deadline_ms, now_ms()) {
-            Tally::Decide(decision) => return Ok(decision),
+            Tally::Decide(decision) => return Ok((decision, names, watcher)),
             Tally::Wait { until_ms, .. } => {
                 match wait_for(session, stop, watcher, Some(zkops::instant_of(until_ms))).await? {
                     Woken::Changed | Woken::Deadline => {}
@@ -471,7 +498,8 @@ pub async fn decide_by_create(
 }
 
 /// Waits (watching `acks/`) until every participant acknowledged or `deadline`. The tree being
-/// gone means it was collected, which happens only after all acks.
+/// gone means it was collected, which happens only after all acks. Also returns the child watch
+/// still armed on `acks/`, if any (kept until the tree is gone, see [`Transaction::commit`]).
 async fn await_acks(
     session: &Session,
     stop: &CancellationToken,
@@ -479,7 +507,7 @@ async fn await_acks(
     txid: &str,
     participants: &BTreeSet<String>,
     deadline: Instant,
-) -> Result<bool, TxnError> {
+) -> Result<(bool, Option<zk::OneshotWatcher>), TxnError> {
     loop {
         let listed = retrying(session, stop, |client| async move {
             match client.list_and_watch_children(&layout.acks(txid)).await {
@@ -490,18 +518,18 @@ async fn await_acks(
         })
         .await?;
         let Some((acks, watcher)) = listed else {
-            return Ok(true);
+            return Ok((true, None));
         };
         let acks: BTreeSet<String> = acks.into_iter().collect();
         if zkops::all_acked(participants, &acks) {
-            return Ok(true);
+            return Ok((true, Some(watcher)));
         }
         if wait_for(session, stop, watcher, Some(deadline)).await? == Woken::Deadline {
             tracing::info!(
                 txid,
                 "txn: ack timeout; stragglers apply the decision when back"
             );
-            return Ok(false);
+            return Ok((false, None));
         }
     }
 }

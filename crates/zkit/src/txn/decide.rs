@@ -127,6 +127,18 @@ pub fn recovery_step(txn: &Undecided, grace_ms: u64, now_ms: u64) -> RecoverySte
     }
 }
 
+/// When the recovering leader next tries to expire a decided transaction begun at
+/// `created_ms`: `retention_ms` after it began, then (after `failed` attempts that found it still
+/// owned or changing) backing off by 1 s, 2 s, 4 s, … capped at `retention_ms`.
+pub fn expiry_at(created_ms: u64, retention_ms: u64, failed: u32, now_ms: u64) -> u64 {
+    let first = created_ms.saturating_add(retention_ms);
+    if failed == 0 {
+        return first;
+    }
+    let backoff = (1000u64 << failed.min(16)).min(retention_ms.max(1000));
+    first.max(now_ms.saturating_add(backoff))
+}
+
 /// A participant's local state of one transaction, as its resource reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Local {
@@ -168,6 +180,17 @@ pub fn participant_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expiry_waits_for_retention_then_backs_off() {
+        assert_eq!(expiry_at(1_000, 60_000, 0, 5_000), 61_000);
+        // A failed attempt at 61 s: 2 s later, then 4 s, capped at the retention.
+        assert_eq!(expiry_at(1_000, 60_000, 1, 61_000), 63_000);
+        assert_eq!(expiry_at(1_000, 60_000, 2, 63_000), 67_000);
+        assert_eq!(expiry_at(1_000, 60_000, 30, 67_000), 127_000);
+        // Never before the retention, even after failures.
+        assert_eq!(expiry_at(1_000, 60_000, 1, 2_000), 61_000);
+    }
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| s.to_string()).collect()

@@ -21,7 +21,7 @@
 //! | path | kind | data |
 //! |---|---|---|
 //! | `members/<participant>` | ephemeral, one per live participant | empty |
-//! | `inbox/<participant>/<txid>` | persistent; created with the transaction, deleted with the ack | empty |
+//! | `inbox/<participant>/<txid>` | persistent; created with the transaction, deleted with the ack | empty; the decision record if the transaction expired before this participant acked |
 //! | `coordinators/live/<id>` | ephemeral, one per live coordinator | empty |
 //! | `coordinators/leader/…` | the recovering leader's lock ([`crate::lock::Mutex`]) | |
 //! | `<txid>/prepare` | persistent | JSON header (participants, deadline, coordinator), `\n`, payload |
@@ -44,9 +44,15 @@
 //!   from `decision` before it takes new work.
 //! - Finished transactions are garbage-collected once every participant acknowledged and the
 //!   coordinator is done with it (its ephemeral `owner` node is gone: a collecting `multi`
-//!   fails with `NotEmpty` while it exists), by whoever sees that last: the coordinator, the
-//!   last participant to ack, or the recovering leader for a dead coordinator's transaction.
-//!   Nothing is deleted while someone still needs to read it.
+//!   fails with `NotEmpty` while it exists), by whoever sees that last: the coordinator (one
+//!   `multi` deleting `owner` and the tree), the last participant to ack after the coordinator
+//!   let go, or the recovering leader for a dead coordinator's transaction. Nothing is deleted
+//!   while someone still needs to read it.
+//! - A decided transaction whose acks never all arrive (a participant gone for good) is
+//!   expired by the recovering leader [`TxnOptions::retention`] after it began: one `multi`
+//!   writes the decision into the inbox entry `inbox/<p>/<txid>` of every participant that
+//!   has not acked and deletes the tree. A straggler that comes back finds the decision there
+//!   and applies it (never presumed abort for a commit), then deletes the entry.
 //!
 //! All waiting is on watches (children of `votes/`, `acks/`, `inbox/<p>`, `coordinators/live`,
 //! existence of `decision`) and session state changes, never on polling.
@@ -117,6 +123,11 @@ pub struct TxnOptions {
     /// Fault injection for tests and demos: time between seeing the votes and writing the
     /// decision, the window in which the seed's "coordinator crash" happens. Zero in production.
     pub decision_delay: Duration,
+    /// How long after it began a decided transaction may wait for acknowledgements that never
+    /// come (a participant gone for good) before the recovering leader expires it: the decision
+    /// is copied into the inbox entry of every participant that has not acked (so a straggler
+    /// that comes back still applies it) and the transaction tree is deleted. Default 10 min.
+    pub retention: Duration,
 }
 
 impl Default for TxnOptions {
@@ -127,6 +138,7 @@ impl Default for TxnOptions {
             ack_timeout: Duration::from_secs(5),
             recovery_grace: Duration::from_secs(2),
             decision_delay: Duration::ZERO,
+            retention: Duration::from_secs(600),
         }
     }
 }

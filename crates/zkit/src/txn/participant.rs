@@ -289,6 +289,9 @@ struct Seen {
     payload: Option<Vec<u8>>,
     my_vote: Option<Vote>,
     decision: Option<Decision>,
+    /// The decision left in our inbox entry when the transaction was expired before we acked
+    /// (see [`super::recovery`]); `None` while the entry is empty or gone.
+    tombstone: Option<Decision>,
 }
 
 async fn read_seen(ctx: &Ctx, txid: &str) -> Result<Seen, TxnError> {
@@ -299,6 +302,7 @@ async fn read_seen(ctx: &Ctx, txid: &str) -> Result<Seen, TxnError> {
         reader.add_get_data(&layout.prepare(txid))?;
         reader.add_get_data(&layout.vote(txid, name))?;
         reader.add_get_data(&layout.decision(txid))?;
+        reader.add_get_data(&layout.inbox_entry(name, txid))?;
         reader.commit().await
     })
     .await?;
@@ -309,6 +313,7 @@ async fn read_seen(ctx: &Ctx, txid: &str) -> Result<Seen, TxnError> {
     let prepare = data.next().flatten();
     let vote = data.next().flatten();
     let decision = data.next().flatten();
+    let inbox_entry = data.next().flatten();
     let payload = match prepare {
         Some(bytes) => Some(layout::decode_prepare(&bytes)?.1),
         None => None,
@@ -317,6 +322,9 @@ async fn read_seen(ctx: &Ctx, txid: &str) -> Result<Seen, TxnError> {
         payload,
         my_vote: vote.map(|v| layout::decode_vote(&v)),
         decision: decision.map(|d| layout::decode_decision(&d).0),
+        tombstone: inbox_entry
+            .filter(|d| !d.is_empty())
+            .map(|d| layout::decode_decision(&d).0),
     })
 }
 
@@ -326,9 +334,29 @@ async fn handle(ctx: &Ctx, txid: &str, mut local: Local) -> Result<(), TxnError>
     let mut seen = read_seen(ctx, txid).await?;
     loop {
         let Some(payload) = seen.payload.clone() else {
+            if let Some(decision) = seen.tombstone.take() {
+                // Expired before we acked: the recoverer left the decision in our inbox entry.
+                // A commit means we voted yes (durably prepared), so applying it is right even
+                // if this run does not remember preparing.
+                match &decision {
+                    Decision::Commit => {
+                        resource_call(ctx, Some(txid), || ctx.resource.commit(txid)).await?
+                    }
+                    Decision::Abort(_) => {
+                        resource_call(ctx, Some(txid), || ctx.resource.abort(txid)).await?
+                    }
+                }
+                remove_inbox_entry(ctx, txid).await?;
+                ctx.emit(ParticipantEvent::Applied {
+                    txid: txid.to_string(),
+                    decision,
+                });
+                return Ok(());
+            }
             // No prepare node: the transaction was collected, which happens only after every
-            // participant (us included) acknowledged; or it never existed. Either way there is
-            // nothing to decide; presumed abort for anything we hold, then drop the inbox entry.
+            // participant (us included) acknowledged, or expired with the decision left in our
+            // inbox entry (handled above); or it never existed. Either way there is nothing to
+            // decide; presumed abort for anything we hold, then drop the inbox entry.
             if local == Local::Prepared {
                 tracing::warn!(txid, participant = %ctx.name, "txn: in doubt but gone; aborting");
                 resource_call(ctx, Some(txid), || ctx.resource.abort(txid)).await?;
@@ -419,10 +447,37 @@ async fn write_vote(ctx: &Ctx, txid: &str, vote: &Vote) -> Result<Vote, TxnError
 /// `acks/<name>` and the removal of `inbox/<name>/<txid>` in one `multi`; then, if every
 /// participant has acknowledged, collects the transaction (the last to ack cleans up, so the
 /// tree lives exactly as long as someone may still need it).
+///
+/// Fast path (one write, no reads): the same `multi` also checks that the coordinator's `owner`
+/// node exists. If it does, the coordinator collects: it either sees this ack while waiting, or
+/// looks at the acks again after deleting `owner`. Only when `owner` is gone (the coordinator
+/// finished waiting, or died) does the acking participant read the acks and collect.
 async fn acknowledge(ctx: &Ctx, txid: &str) -> Result<(), TxnError> {
     let layout = &ctx.layout;
     let name = &ctx.name;
     let options = zkops::persistent();
+    let owned = retrying(&ctx.session, &ctx.stop, |client| {
+        let options = &options;
+        async move {
+            let mut multi = client.new_multi_writer();
+            multi.add_create(&layout.ack(txid, name), &[], options)?;
+            multi.add_delete(&layout.inbox_entry(name, txid), None)?;
+            multi.add_check_version(&layout.owner(txid), -1)?;
+            match multi.commit().await {
+                Ok(_) => Ok(true),
+                // No owner, acked before, or collected: nothing was written; the slow path
+                // below sorts it out.
+                Err(err) => match zk::Error::from(err) {
+                    zk::Error::NodeExists | zk::Error::NoNode => Ok(false),
+                    other => Err(other),
+                },
+            }
+        }
+    })
+    .await?;
+    if owned {
+        return Ok(());
+    }
     retrying(&ctx.session, &ctx.stop, |client| {
         let options = &options;
         async move {

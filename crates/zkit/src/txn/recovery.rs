@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 use super::coordinator::{collect_votes, decide_with};
-use super::decide::{recovery_step, Decision, RecoveryStep, Undecided};
+use super::decide::{expiry_at, recovery_step, Decision, RecoveryStep, Undecided};
 use super::layout::{self, check_name, Layout, PrepareHeader, RESERVED};
 use super::zkops::{self, retrying};
 use super::{now_ms, TxnError, TxnOptions};
@@ -172,6 +172,9 @@ struct Known {
     resuming: bool,
     /// Whether collecting it was tried after its coordinator died.
     collect_tried: bool,
+    /// When to try expiring it (Unix ms; see [`TxnOptions::retention`]), and failed attempts.
+    expire_at: u64,
+    expire_failed: u32,
 }
 
 async fn lead_loop(ctx: &Arc<Ctx>, stop: &CancellationToken) -> Result<(), TxnError> {
@@ -197,11 +200,13 @@ async fn lead_loop(ctx: &Arc<Ctx>, stop: &CancellationToken) -> Result<(), TxnEr
             .filter(|t| !RESERVED.contains(&t.as_str()))
             .collect();
         known.retain(|txid, _| txids.contains(txid));
+        let retention_ms = u64::try_from(ctx.options.retention.as_millis()).unwrap_or(u64::MAX);
         for txid in &txids {
             if known.contains_key(txid) {
                 continue;
             }
             if let Some((header, decided)) = read_prepare(ctx, stop, txid).await? {
+                let header_created = header.created_ms;
                 known.insert(
                     txid.clone(),
                     Known {
@@ -209,6 +214,8 @@ async fn lead_loop(ctx: &Arc<Ctx>, stop: &CancellationToken) -> Result<(), TxnEr
                         decided,
                         resuming: false,
                         collect_tried: false,
+                        expire_at: expiry_at(header_created, retention_ms, 0, 0),
+                        expire_failed: 0,
                     },
                 );
             }
@@ -220,9 +227,28 @@ async fn lead_loop(ctx: &Arc<Ctx>, stop: &CancellationToken) -> Result<(), TxnEr
                 // Everyone may have acked while the coordinator still owned it, and nobody
                 // acks again: the dead coordinator's leftovers are ours to collect.
                 txn.collect_tried = true;
-                collect_if_acked(&ctx.session.client(), layout, txid, &txn.header).await;
+                zkops::collect_if_acked(
+                    &ctx.session.client(),
+                    layout,
+                    txid,
+                    &txn.header.participants,
+                )
+                .await;
             }
-            if txn.decided || txn.resuming {
+            if txn.decided {
+                // Acks that never all arrive: expire it once its retention is up.
+                if now >= txn.expire_at {
+                    if expire(&ctx.session.client(), layout, txid, &txn.header).await {
+                        continue;
+                    }
+                    txn.expire_failed += 1;
+                    txn.expire_at =
+                        expiry_at(txn.header.created_ms, retention_ms, txn.expire_failed, now);
+                }
+                look_again = Some(look_again.map_or(txn.expire_at, |t| t.min(txn.expire_at)));
+                continue;
+            }
+            if txn.resuming {
                 continue;
             }
             let undecided = Undecided {
@@ -311,19 +337,99 @@ async fn read_prepare(
     Ok(Some((header, decided)))
 }
 
-/// Collects `txid` if every participant acknowledged.
-async fn collect_if_acked(
-    client: &zk::Client,
-    layout: &Layout,
-    txid: &str,
-    header: &PrepareHeader,
-) {
-    if let Ok(acks) = client.list_children(&layout.acks(txid)).await {
-        let acks: BTreeSet<String> = acks.into_iter().collect();
-        if zkops::all_acked(&header.participants, &acks) {
-            zkops::collect(client, layout, txid).await;
+/// Expires the decided `txid` whose acks did not all arrive: in one `multi`, the decision is
+/// written into the inbox entry of every participant that has not acked (so a straggler still
+/// applies it, see [`super::participant`]) and the tree is deleted. Fails harmlessly (returns
+/// `false`, nothing changed) while the coordinator still owns it (`owner` makes the tree
+/// `NotEmpty`) or when something changed meanwhile (an ack, a late vote): tried again later.
+async fn expire(client: &zk::Client, layout: &Layout, txid: &str, header: &PrepareHeader) -> bool {
+    let participants: Vec<&String> = header.participants.iter().collect();
+    let read = async {
+        let mut reader = client.new_multi_reader();
+        reader.add_get_data(&layout.decision(txid))?;
+        reader.add_get_children(&layout.votes(txid))?;
+        reader.add_get_children(&layout.acks(txid))?;
+        for p in &participants {
+            reader.add_get_data(&layout.inbox_entry(p, txid))?;
+        }
+        reader.commit().await
+    };
+    let Ok(results) = read.await else {
+        return false;
+    };
+    let mut it = results.into_iter();
+    let Some(zk::MultiReadResult::Data { data: decision, .. }) = it.next() else {
+        return false;
+    };
+    let Some(zk::MultiReadResult::Children { children: votes }) = it.next() else {
+        return false;
+    };
+    let Some(zk::MultiReadResult::Children { children: acks }) = it.next() else {
+        return false;
+    };
+    let acks: BTreeSet<String> = acks.into_iter().collect();
+    // A participant that acked has deleted its entry; one whose entry is missing has nothing
+    // to receive the decision in (it never got the transaction).
+    let stragglers: Vec<&String> = participants
+        .iter()
+        .zip(it)
+        .filter(|(p, entry)| {
+            !acks.contains(**p) && matches!(entry, zk::MultiReadResult::Data { .. })
+        })
+        .map(|(p, _)| *p)
+        .collect();
+    let mut multi = client.new_multi_writer();
+    let built = expiry_ops(
+        &mut multi,
+        layout,
+        txid,
+        &decision,
+        &stragglers,
+        &votes,
+        &acks,
+    );
+    if built.is_err() {
+        return false;
+    }
+    match multi.commit().await {
+        Ok(_) => {
+            tracing::info!(
+                txid,
+                "txn recovery: expired with acks missing; decision left in inboxes"
+            );
+            true
+        }
+        Err(err) => {
+            tracing::debug!(txid, error = %err, "txn recovery: expiring failed; trying later");
+            false
         }
     }
+}
+
+/// The writes of [`expire`]: the decision into the stragglers' inbox entries, then the tree.
+fn expiry_ops(
+    multi: &mut zk::MultiWriter<'_>,
+    layout: &Layout,
+    txid: &str,
+    decision: &[u8],
+    stragglers: &[&String],
+    votes: &[String],
+    acks: &BTreeSet<String>,
+) -> Result<(), zk::Error> {
+    for p in stragglers {
+        multi.add_set_data(&layout.inbox_entry(p, txid), decision, None)?;
+    }
+    for v in votes {
+        multi.add_delete(&layout.vote(txid, v), None)?;
+    }
+    multi.add_delete(&layout.votes(txid), None)?;
+    for a in acks {
+        multi.add_delete(&layout.ack(txid, a), None)?;
+    }
+    multi.add_delete(&layout.acks(txid), None)?;
+    multi.add_delete(&layout.decision(txid), None)?;
+    multi.add_delete(&layout.prepare(txid), None)?;
+    multi.add_delete(&layout.txn(txid), None)
 }
 
 /// Takes over `txid`: collect the votes (watching, until the deadline), then decide by create.
@@ -338,7 +444,7 @@ async fn resume(
         coordinator: header.coordinator.clone(),
     });
     let started = Instant::now();
-    let proposal = collect_votes(&ctx.session, stop, &ctx.layout, txid, header).await?;
+    let (proposal, _, _) = collect_votes(&ctx.session, stop, &ctx.layout, txid, header).await?;
     let (decision, by) =
         decide_with(&ctx.session, stop, &ctx.layout, txid, &proposal, &ctx.id).await?;
     tracing::debug!(txid, elapsed = ?started.elapsed(), "txn recovery: resumed");

@@ -299,6 +299,59 @@ pub(crate) async fn collect(client: &zk::Client, layout: &Layout, txid: &str) ->
     }
 }
 
+/// Deletes the tree of a decided transaction whose children are exactly known (`voters` under
+/// `votes/`, `ackers` under `acks/`), including its `owner` node, in one `multi` without
+/// listing anything: the coordinator's fast path after seeing every ack. Returns whether it
+/// is gone; any other child (a late vote) makes the whole `multi` fail and nothing changes.
+pub(crate) async fn collect_known(
+    client: &zk::Client,
+    layout: &Layout,
+    txid: &str,
+    voters: &BTreeSet<String>,
+    ackers: &BTreeSet<String>,
+) -> bool {
+    let mut paths: Vec<String> = voters.iter().map(|v| layout.vote(txid, v)).collect();
+    paths.push(layout.votes(txid));
+    paths.extend(ackers.iter().map(|a| layout.ack(txid, a)));
+    paths.push(layout.acks(txid));
+    paths.push(layout.decision(txid));
+    paths.push(layout.prepare(txid));
+    paths.push(layout.owner(txid));
+    paths.push(layout.txn(txid));
+    let mut multi = client.new_multi_writer();
+    for path in &paths {
+        if multi.add_delete(path, None).is_err() {
+            return false;
+        }
+    }
+    match multi.commit().await {
+        Ok(_) => {
+            tracing::debug!(txid, "txn: collected (one multi)");
+            true
+        }
+        Err(err) => {
+            tracing::debug!(txid, error = %err, "txn: fast collect failed; listing");
+            false
+        }
+    }
+}
+
+/// Collects `txid` if every one of `participants` acknowledged (and nobody owns it).
+pub(crate) async fn collect_if_acked(
+    client: &zk::Client,
+    layout: &Layout,
+    txid: &str,
+    participants: &BTreeSet<String>,
+) -> bool {
+    match client.list_children(&layout.acks(txid)).await {
+        Ok(acks) => {
+            let acks: BTreeSet<String> = acks.into_iter().collect();
+            all_acked(participants, &acks) && collect(client, layout, txid).await
+        }
+        Err(_) => false,
+    }
+}
+
 /// Whether every participant in `participants` acknowledged.
 pub(crate) fn all_acked(participants: &BTreeSet<String>, acks: &BTreeSet<String>) -> bool {
     participants.iter().all(|p| acks.contains(p))
