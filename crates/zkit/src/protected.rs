@@ -162,17 +162,94 @@ pub async fn create_protected_sequential_with(
     data: &[u8],
     options: &ProtectedCreate,
 ) -> Result<CreatedNode> {
+    create_protected(session, path_prefix, data, options, false).await
+}
+
+/// The result of [`create_protected_and_list`]: our node, and the parent's children as listed
+/// right after our create (when that listing was answered).
+#[derive(Debug, Clone)]
+pub(crate) struct CreatedAndListed {
+    pub node: CreatedNode,
+    pub children: Option<Vec<String>>,
+}
+
+/// A protected create whose first attempt is pipelined with a listing of the parent: both
+/// requests leave back to back on one connection, so the uncontended lock costs one round trip.
+/// ZooKeeper answers the requests of a connection in order, and the listing is processed after
+/// the create, so it contains our node (find it by name: the sequence is in the create's reply).
+/// When the first create fails (missing parent, connection loss) it continues exactly as
+/// [`create_protected_sequential_with`] would, uncertainty included.
+pub(crate) async fn create_protected_and_list(
+    session: &Session,
+    path_prefix: &str,
+    data: &[u8],
+    options: &ProtectedCreate,
+) -> Result<CreatedAndListed> {
     let (parent, name) = split_prefix(path_prefix)?;
     let protected_name_prefix = format!("{}{name}", protected_marker(&options.uuid));
     let protected_path = join(parent, &protected_name_prefix);
-    let acls = zk::Acls::anyone_all();
-    let mut create_options = options.mode.with_acls(acls);
+    let create_options = create_options_of(options);
+    let (client, generation) = session.client_and_generation();
+    // Both requests are written to the connection when these calls return (zookeeper-client
+    // sends at call time, not at first poll), in this order.
+    let create = client.create(&protected_path, data, &create_options);
+    let list = client.list_children(parent);
+    let (created, listed) = futures::join!(create, list);
+    let uncertain = match created {
+        Ok((stat, sequence)) => {
+            let sequence = sequence.into_i64();
+            let name = format!("{protected_name_prefix}{sequence:010}");
+            return Ok(CreatedAndListed {
+                node: CreatedNode {
+                    path: join(parent, &name),
+                    name,
+                    sequence,
+                    generation,
+                    ephemeral_owner: stat.ephemeral_owner,
+                },
+                children: listed.ok(),
+            });
+        }
+        Err(zk::Error::NoNode) => false,
+        Err(err) => {
+            let err = Error::from(err);
+            if err.is_recoverable() || matches!(err, Error::SessionExpired | Error::SessionLost) {
+                true
+            } else {
+                return Err(err);
+            }
+        }
+    };
+    let node = create_protected(session, path_prefix, data, options, uncertain).await?;
+    Ok(CreatedAndListed {
+        node,
+        children: None,
+    })
+}
+
+fn create_options_of(options: &ProtectedCreate) -> zk::CreateOptions<'static> {
+    let mut create_options = options.mode.with_acls(zk::Acls::anyone_all());
     if let Some(ttl) = options.ttl {
         create_options = create_options.with_ttl(ttl);
     }
+    create_options
+}
+
+/// [`create_protected_sequential_with`], starting uncertain (a previous attempt's outcome is
+/// unknown) when `uncertain`.
+async fn create_protected(
+    session: &Session,
+    path_prefix: &str,
+    data: &[u8],
+    options: &ProtectedCreate,
+    mut uncertain: bool,
+) -> Result<CreatedNode> {
+    let (parent, name) = split_prefix(path_prefix)?;
+    let protected_name_prefix = format!("{}{name}", protected_marker(&options.uuid));
+    let protected_path = join(parent, &protected_name_prefix);
+    let create_options = create_options_of(options);
     let start = tokio::time::Instant::now();
     let mut retries = 0u32;
-    let mut uncertain = false;
     let mut made_parents = false;
     loop {
         let (client, generation) = session.client_and_generation();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{children, eventually, servers, session};
-use zkit::lock::Mutex;
+use zkit::lock::{LockOptions, Mutex};
 use zkit::{Error, SessionState};
 use zkit_testkit::{unique_path, FaultProxy};
 
@@ -161,8 +161,9 @@ async fn deleting_the_node_fires_the_lost_signal() {
 
 /// Black-holing the connection longer than the session timeout: the holder sees Suspended
 /// (lost-signal fires at once, by default), then Lost; the session layer builds a new session
-/// and a new acquisition succeeds; a waiter on the dead session also ends up holding the lock on
-/// its new session once the holder is gone.
+/// and a new acquisition succeeds. Waiters on the dead sessions do not silently start over on
+/// their next session: they fail with `SessionLost`, the default one as soon as it sees
+/// Suspended, the one configured to tolerate Suspended when its session is Lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_loss_while_holding_and_waiting() {
     for target in servers().await {
@@ -170,20 +171,33 @@ async fn session_loss_while_holding_and_waiting() {
         let proxy = FaultProxy::start(target.addr.clone()).await.expect("proxy");
         let timeout = target.min_session_timeout;
         let holder = session(&proxy.connect_string(), timeout).await;
+        // What the server granted (a server may raise the minimum we asked for): Lost comes
+        // one negotiated timeout after Suspended.
+        let negotiated = holder.session_timeout().max(timeout);
         let mut events = holder.subscribe();
         let guard = Mutex::new(&holder, &path).lock().await.expect("lock");
         let lost = guard.lost();
 
-        // A waiter behind the proxy too: its session dies with the holder's.
+        // Two waiters behind the proxy too: their sessions die with the holder's.
         let waiter_session = session(&proxy.connect_string(), timeout).await;
         let waiter = tokio::spawn({
             let (s, p) = (waiter_session.clone(), path.clone());
             async move { Mutex::new(&s, &p).lock().await }
         });
+        let patient_session = session(&proxy.connect_string(), timeout).await;
+        let mut patient_events = patient_session.subscribe();
+        let patient = tokio::spawn({
+            let (s, p) = (patient_session.clone(), path.clone());
+            let options = LockOptions {
+                suspended_is_lost: false,
+                ..LockOptions::default()
+            };
+            async move { Mutex::with_options(&s, &p, options).lock().await }
+        });
         let observer = session(&target.addr, Duration::from_secs(10)).await;
-        eventually("waiter node", Duration::from_secs(5), || {
+        eventually("waiter nodes", Duration::from_secs(5), || {
             let (o, p) = (observer.clone(), path.clone());
-            async move { children(&o, &p).await.len() == 2 }
+            async move { children(&o, &p).await.len() == 3 }
         })
         .await;
 
@@ -191,17 +205,46 @@ async fn session_loss_while_holding_and_waiting() {
         tokio::time::timeout(timeout * 3, lost.cancelled())
             .await
             .expect("lost-signal on Suspended");
+        let err = tokio::time::timeout(timeout * 3, waiter)
+            .await
+            .expect("default waiter gives up on Suspended")
+            .expect("task")
+            .expect_err("a waiter on a suspended session must not acquire");
+        assert_eq!(err, Error::SessionLost, "{}", target.name);
+        // The patient waiter tolerates Suspended: it is still waiting now, one session timeout
+        // before its session can be declared Lost.
+        assert!(
+            !patient.is_finished(),
+            "{}: the patient waiter gave up on Suspended",
+            target.name
+        );
         let mut seen = Vec::new();
         while !seen.contains(&SessionState::Lost) {
-            let event = tokio::time::timeout(timeout * 4, events.recv())
+            let event = tokio::time::timeout(negotiated * 4, events.recv())
                 .await
                 .expect("state event in time")
                 .expect("event");
             seen.push(event.state);
         }
         assert_eq!(seen.first(), Some(&SessionState::Suspended), "{seen:?}");
-        // The server expires the old sessions (nothing reaches it), deleting both nodes.
-        eventually("old nodes expired", timeout * 6, || {
+
+        // The patient waiter fails once its own session is lost (the client library's expiry
+        // of the request or the session layer's Lost, whichever is first), while the proxy
+        // still black-holes everything: it does not wait for a reconnect to notice.
+        let err = tokio::time::timeout(negotiated * 4, patient)
+            .await
+            .expect("patient waiter gives up on Lost")
+            .expect("task")
+            .expect_err("a waiter whose session is lost must not acquire");
+        assert_eq!(err, Error::SessionLost, "{}", target.name);
+        tokio::time::timeout(negotiated * 2, async {
+            while patient_events.recv().await.expect("event").state != SessionState::Lost {}
+        })
+        .await
+        .expect("the patient's session is Lost");
+
+        // The server expires the old sessions (nothing reaches it), deleting all three nodes.
+        eventually("old nodes expired", negotiated * 6, || {
             let (o, p) = (observer.clone(), path.clone());
             async move { children(&o, &p).await.is_empty() }
         })
@@ -223,23 +266,63 @@ async fn session_loss_while_holding_and_waiting() {
             .await
             .expect("release after loss is harmless");
 
-        // The waiter restarted on its new session and now holds the lock.
-        let waiter_guard = tokio::time::timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("waiter finishes")
-            .expect("task")
-            .expect("waiter locks on its new session");
-        assert!(waiter_session.generation() >= 2);
-        assert_eq!(children(&observer, &path).await.len(), 1);
-        // And the holder's new session can contend again.
+        // Contending again on the new sessions works, and excludes as before.
         let again = Mutex::new(&holder, &path);
+        let g = again.lock().await.expect("new session acquires");
+        let waiter_again = Mutex::new(&waiter_session, &path);
         assert!(matches!(
-            again.try_lock_for(Duration::from_millis(200)).await,
+            waiter_again.try_lock_for(Duration::from_millis(200)).await,
             Err(Error::Timeout(_))
         ));
-        waiter_guard.release().await.expect("release");
-        let g = again.lock().await.expect("new session acquires");
         g.release().await.expect("release");
+        let w = waiter_again
+            .lock()
+            .await
+            .expect("the waiter's new session acquires");
+        assert!(waiter_session.generation() >= 2);
+        w.release().await.expect("release");
+        assert!(children(&observer, &path).await.is_empty());
         eprintln!("{}: session loss ok", target.name);
+    }
+}
+
+/// A released guard's delete is sent before `release_in_background` returns: the next request
+/// of the same session (here a listing) is ordered after it and sees the node gone, and the
+/// next acquisition on that session holds at once.
+#[tokio::test]
+async fn background_release_is_ordered_before_the_next_request() {
+    for target in servers().await {
+        let path = unique_path("mutex-bg-release");
+        let a = session(&target.addr, Duration::from_secs(10)).await;
+        let mutex = Mutex::new(&a, &path);
+        for _ in 0..20 {
+            let guard = mutex.lock().await.expect("lock");
+            let name = guard
+                .path()
+                .rsplit('/')
+                .next()
+                .expect("node name")
+                .to_string();
+            guard.release_in_background();
+            let left = children(&a, &path).await;
+            assert!(
+                !left.contains(&name),
+                "{}: node still listed after release: {left:?}",
+                target.name
+            );
+        }
+        // Dropping a guard releases the same way.
+        let token = {
+            let guard = mutex.lock().await.expect("lock");
+            guard.fencing_token()
+        };
+        let next = mutex
+            .try_lock_for(Duration::from_secs(5))
+            .await
+            .expect("dropped guard released");
+        assert!(next.fencing_token() > token);
+        next.release().await.expect("release");
+        assert!(children(&a, &path).await.is_empty(), "{}", target.name);
+        eprintln!("{}: background release ok", target.name);
     }
 }

@@ -2,19 +2,46 @@
 //! second of [`zkit::lock::Mutex`] with N contending clients (one session each), and the
 //! p50/p99 acquire latency (an HDR histogram in microseconds).
 //!
+//! `zkit bench lock --compare` runs the same cycles side by side in one go: it starts a private
+//! Apache ZooKeeper 3.8 (`scripts/apache-zk`, forceSync on) and a `zkit serve` (data dir, fsync
+//! on: its default durable mode), then measures zkit-on-zkit, zkit-on-Apache, Curator's
+//! `InterProcessMutex` on Apache (a Java program compiled here with javac against Debian's
+//! libcurator-recipes-java) and kazoo's `Lock` on Apache (python3-kazoo), and prints one table
+//! with the ratios and whether issue 4's targets hold (zkit-on-Apache >= 1.5 x Curator, and
+//! zkit-on-zkit >= 3 x Curator-on-Apache). The Java and Python programs live in
+//! `crates/zkit-cli/bench/` and are embedded in the binary.
+//!
 //! It measures; it asserts nothing. Each run uses a fresh lock directory and deletes it after.
 
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use zkit::lock::Mutex;
 use zkit::{Session, SessionOptions};
+
+/// The Curator side of `--compare` (see the file's header).
+const CURATOR_BENCH: &str = include_str!("../../bench/CuratorLockBench.java");
+/// The kazoo side of `--compare` (see the file's header).
+const KAZOO_BENCH: &str = include_str!("../../bench/kazoo_lock_bench.py");
+
+/// How the benchmark loop releases the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReleaseMode {
+    /// `LockGuard::release_in_background()`: the delete is sent and the loop goes on; the next
+    /// create of the same session is ordered after it (what dropping a guard does).
+    Background,
+    /// `LockGuard::release().await`: wait for the delete's reply (as Curator's `release()`).
+    Sync,
+}
 
 /// Arguments of `zkit bench lock`.
 #[derive(Debug, clap::Args)]
 pub struct BenchLockArgs {
-    /// ZooKeeper connect string.
+    /// ZooKeeper connect string (ignored with --compare, which starts its own servers).
     #[arg(
         long,
         short = 's',
@@ -31,10 +58,30 @@ pub struct BenchLockArgs {
     /// Parent of the per-run lock directories.
     #[arg(long, default_value = "/zkit-bench")]
     pub path: String,
+    /// How each cycle releases the lock.
+    #[arg(long, value_enum, default_value_t = ReleaseMode::Background)]
+    pub release: ReleaseMode,
+    /// Start a private Apache ZooKeeper and `zkit serve` and compare zkit, Curator and kazoo.
+    #[arg(long)]
+    pub compare: bool,
+    /// With --compare: the Apache ZooKeeper port [default: a free port].
+    #[arg(long)]
+    pub apache_port: Option<u16>,
+    /// With --compare: the `zkit serve` port [default: a free port].
+    #[arg(long)]
+    pub zkit_port: Option<u16>,
+    /// With --compare: where the servers keep their data (kept afterwards when given)
+    /// [default: a temporary directory, removed afterwards].
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// With --compare: the Apache ZooKeeper start/stop script
+    /// [default: scripts/apache-zk of this checkout].
+    #[arg(long)]
+    pub apache_zk_script: Option<PathBuf>,
 }
 
 /// One measured row.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct BenchRow {
     /// Contending clients.
     pub clients: usize,
@@ -48,23 +95,29 @@ pub struct BenchRow {
     pub p99: Duration,
 }
 
-async fn measure(args: &BenchLockArgs, clients: usize) -> anyhow::Result<BenchRow> {
+async fn measure(
+    server: &str,
+    parent: &str,
+    clients: usize,
+    seconds: u64,
+    release: ReleaseMode,
+) -> anyhow::Result<BenchRow> {
     let dir = format!(
         "{}/lock-{}-{}",
-        args.path.trim_end_matches('/'),
+        parent.trim_end_matches('/'),
         std::process::id(),
         clients
     );
     let mut sessions = Vec::with_capacity(clients);
     for _ in 0..clients {
         sessions.push(
-            Session::connect(&args.server, SessionOptions::default())
+            Session::connect(server, SessionOptions::default())
                 .await
-                .with_context(|| format!("connecting to {}", args.server))?,
+                .with_context(|| format!("connecting to {server}"))?,
         );
     }
     let start = Instant::now();
-    let end = start + Duration::from_secs(args.seconds);
+    let end = start + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for session in &sessions {
         let mutex = Mutex::new(session, &dir);
@@ -77,7 +130,10 @@ async fn measure(args: &BenchLockArgs, clients: usize) -> anyhow::Result<BenchRo
                 let guard = mutex.lock().await?;
                 let micros = t0.elapsed().as_micros().clamp(1, 60_000_000) as u64;
                 histogram.saturating_record(micros);
-                guard.release().await?;
+                match release {
+                    ReleaseMode::Background => guard.release_in_background(),
+                    ReleaseMode::Sync => guard.release().await?,
+                }
                 cycles += 1;
             }
             Ok::<_, zkit::Error>((cycles, histogram))
@@ -92,6 +148,8 @@ async fn measure(args: &BenchLockArgs, clients: usize) -> anyhow::Result<BenchRo
     }
     let elapsed = start.elapsed();
     if let Some(session) = sessions.first() {
+        // The last background deletes are ordered before this one on the same session only for
+        // that session; others may still be in flight, so a NotEmpty here is not an error.
         let _ = session.client().delete(&dir, None).await;
     }
     Ok(BenchRow {
@@ -103,21 +161,561 @@ async fn measure(args: &BenchLockArgs, clients: usize) -> anyhow::Result<BenchRo
     })
 }
 
-/// Runs `zkit bench lock` and prints one line per client count; returns the exit code.
-///
-/// # Errors
-/// Connection or lock errors.
-pub async fn run(args: BenchLockArgs) -> anyhow::Result<i32> {
+fn print_header() {
     println!(
         "{:>8} {:>10} {:>12} {:>12} {:>12}",
         "clients", "cycles", "cycles/s", "p50", "p99"
     );
+}
+
+fn print_row(row: &BenchRow) {
+    println!(
+        "{:>8} {:>10} {:>12.0} {:>12?} {:>12?}",
+        row.clients, row.cycles, row.rate, row.p50, row.p99
+    );
+}
+
+/// Runs `zkit bench lock` and prints one line per client count; returns the exit code.
+///
+/// # Errors
+/// Connection or lock errors; with `--compare`, a server that does not start.
+pub async fn run(args: BenchLockArgs) -> anyhow::Result<i32> {
+    if args.compare {
+        return run_compare(&args).await;
+    }
+    print_header();
     for &clients in &args.clients {
-        let row = measure(&args, clients.max(1)).await?;
-        println!(
-            "{:>8} {:>10} {:>12.0} {:>12?} {:>12?}",
-            row.clients, row.cycles, row.rate, row.p50, row.p99
-        );
+        let row = measure(
+            &args.server,
+            &args.path,
+            clients.max(1),
+            args.seconds,
+            args.release,
+        )
+        .await?;
+        print_row(&row);
     }
     Ok(0)
+}
+
+/// The checkout this binary was built from (for the scripts/apache-zk default).
+fn checkout_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// The servers `--compare` started; stops them on drop (also on error paths).
+struct Servers {
+    zkit: Option<tokio::process::Child>,
+    zkit_addr: String,
+    apache_script: PathBuf,
+    apache_dir: PathBuf,
+    apache_addr: String,
+}
+
+impl Servers {
+    async fn start(args: &BenchLockArgs, work: &Path) -> anyhow::Result<Servers> {
+        let apache_script = args
+            .apache_zk_script
+            .clone()
+            .unwrap_or_else(|| checkout_root().join("scripts/apache-zk"));
+        let apache_dir = work.join("apache");
+        let apache_port = match args.apache_port {
+            Some(port) => port,
+            None => free_port()?,
+        };
+        std::fs::create_dir_all(&apache_dir)?;
+        let status = tokio::process::Command::new(&apache_script)
+            .arg("start")
+            .arg(&apache_dir)
+            .arg(apache_port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .await
+            .with_context(|| format!("cannot run {}", apache_script.display()))?;
+        if !status.success() {
+            bail!("{} start failed ({status})", apache_script.display());
+        }
+        let mut servers = Servers {
+            zkit: None,
+            zkit_addr: String::new(),
+            apache_script,
+            apache_dir,
+            apache_addr: format!("127.0.0.1:{apache_port}"),
+        };
+        let zkit_port = match args.zkit_port {
+            Some(port) => port,
+            None => free_port()?,
+        };
+        let exe = std::env::current_exe().context("cannot find the zkit executable")?;
+        let mut child = tokio::process::Command::new(exe)
+            .args([
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &zkit_port.to_string(),
+            ])
+            .arg("--data-dir")
+            .arg(work.join("zkit-data"))
+            .args([
+                "--fsync",
+                "always",
+                "--max-client-cnxns",
+                "0",
+                "--log-level",
+                "warn",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start `zkit serve`")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        servers.zkit = Some(child);
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .context("zkit serve did not start within 30 s")??
+            .context("zkit serve exited before listening")?;
+        servers.zkit_addr = line
+            .strip_prefix("zkit serve listening on ")
+            .with_context(|| format!("unexpected first line from zkit serve: {line:?}"))?
+            .trim()
+            .to_string();
+        // Keep draining stdout so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(servers)
+    }
+
+    async fn stop(mut self) {
+        if let Some(mut child) = self.zkit.take() {
+            let _ = child.kill().await;
+        }
+        let _ = tokio::process::Command::new(&self.apache_script)
+            .arg("stop")
+            .arg(&self.apache_dir)
+            .stdout(Stdio::null())
+            .status()
+            .await;
+        self.apache_script = PathBuf::new();
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        // Error paths: never leave a JVM behind (zkit's child is kill_on_drop).
+        if !self.apache_script.as_os_str().is_empty() {
+            let _ = std::process::Command::new(&self.apache_script)
+                .arg("stop")
+                .arg(&self.apache_dir)
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Debian's Curator jars and their dependencies, as in `tests/curator_interop.rs`.
+fn curator_classpath() -> Result<String, String> {
+    let dir = Path::new("/usr/share/java");
+    let wanted = [
+        "curator-framework.jar",
+        "curator-client.jar",
+        "curator-recipes.jar",
+        "zookeeper.jar",
+        "zookeeper-jute.jar",
+        "guava.jar",
+        "slf4j-api.jar",
+        "slf4j-nop.jar",
+        "netty-handler.jar",
+        "netty-transport.jar",
+        "netty-common.jar",
+        "netty-buffer.jar",
+        "netty-codec.jar",
+        "netty-resolver.jar",
+        "netty-transport-native-epoll.jar",
+        "netty-transport-native-unix-common.jar",
+    ];
+    let mut parts = Vec::new();
+    for jar in wanted {
+        let path = dir.join(jar);
+        if path.is_file() {
+            parts.push(path.display().to_string());
+        } else if jar.starts_with("curator") || jar == "zookeeper.jar" {
+            return Err(format!(
+                "{} missing: apt-get install libcurator-recipes-java",
+                path.display()
+            ));
+        }
+    }
+    Ok(parts.join(":"))
+}
+
+/// Parses the `RESULT clients=N cycles=C seconds=S p50_us=X p99_us=Y` lines of the Java and
+/// Python programs.
+fn parse_result(line: &str) -> Option<BenchRow> {
+    let rest = line.strip_prefix("RESULT ")?;
+    let field = |name: &str| -> Option<f64> {
+        rest.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))?
+            .parse()
+            .ok()
+    };
+    let cycles = field("cycles")? as u64;
+    let seconds = field("seconds")?;
+    if seconds <= 0.0 {
+        return None;
+    }
+    Some(BenchRow {
+        clients: field("clients")? as usize,
+        cycles,
+        rate: cycles as f64 / seconds,
+        p50: Duration::from_micros(field("p50_us")? as u64),
+        p99: Duration::from_micros(field("p99_us")? as u64),
+    })
+}
+
+/// Runs a foreign benchmark program and collects its RESULT lines (echoing them as progress).
+async fn run_foreign(
+    label: &str,
+    mut command: tokio::process::Command,
+) -> Result<Vec<BenchRow>, String> {
+    let output = command
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {label}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        return Err(format!(
+            "{label} failed ({}): {}",
+            output.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    let rows: Vec<BenchRow> = stdout.lines().filter_map(parse_result).collect();
+    for row in &rows {
+        eprintln!(
+            "  {label}: {} clients {:.0} cycles/s",
+            row.clients, row.rate
+        );
+    }
+    Ok(rows)
+}
+
+async fn run_curator(
+    work: &Path,
+    server: &str,
+    clients: &str,
+    seconds: u64,
+) -> Result<Vec<BenchRow>, String> {
+    let classpath = curator_classpath()?;
+    let dir = work.join("curator");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let source = dir.join("CuratorLockBench.java");
+    std::fs::write(&source, CURATOR_BENCH).map_err(|e| e.to_string())?;
+    let status = tokio::process::Command::new("javac")
+        .arg("-cp")
+        .arg(&classpath)
+        .arg("-d")
+        .arg(&dir)
+        .arg(&source)
+        .status()
+        .await
+        .map_err(|e| format!("javac: {e} (apt-get install default-jdk-headless)"))?;
+    if !status.success() {
+        return Err(format!("javac failed ({status})"));
+    }
+    let mut command = tokio::process::Command::new("java");
+    command
+        .arg("-cp")
+        .arg(format!("{classpath}:{}", dir.display()))
+        .arg("CuratorLockBench")
+        .args([server, "/zkit-bench-curator", clients, &seconds.to_string()]);
+    run_foreign("Curator", command).await
+}
+
+async fn run_kazoo(
+    work: &Path,
+    server: &str,
+    clients: &str,
+    seconds: u64,
+) -> Result<Vec<BenchRow>, String> {
+    // Debian's python3-kazoo lives in the system interpreter's dist-packages.
+    let python = if Path::new("/usr/bin/python3").is_file() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let script = work.join("kazoo_lock_bench.py");
+    std::fs::write(&script, KAZOO_BENCH).map_err(|e| e.to_string())?;
+    let mut command = tokio::process::Command::new(python);
+    command
+        .arg(&script)
+        .args([server, "/zkit-bench-kazoo", clients, &seconds.to_string()]);
+    run_foreign("kazoo", command)
+        .await
+        .map_err(|e| format!("{e} (apt-get install python3-kazoo)"))
+}
+
+async fn run_zkit(
+    label: &str,
+    server: &str,
+    args: &BenchLockArgs,
+) -> Result<Vec<BenchRow>, String> {
+    let mut rows = Vec::new();
+    for &clients in &args.clients {
+        let row = measure(
+            server,
+            &args.path,
+            clients.max(1),
+            args.seconds,
+            args.release,
+        )
+        .await
+        .map_err(|e| format!("{label}: {e:#}"))?;
+        eprintln!(
+            "  {label}: {} clients {:.0} cycles/s",
+            row.clients, row.rate
+        );
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// One column of the comparison.
+struct Column {
+    name: &'static str,
+    rows: Result<Vec<BenchRow>, String>,
+}
+
+impl Column {
+    fn at(&self, clients: usize) -> Option<BenchRow> {
+        self.rows
+            .as_ref()
+            .ok()?
+            .iter()
+            .find(|r| r.clients == clients)
+            .copied()
+    }
+}
+
+fn fmt_ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+/// The comparison table (one line per client count and implementation) and the target lines.
+fn compare_table(columns: &[Column], clients: &[usize]) -> (String, bool) {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>8}  {:<20} {:>10} {:>10} {:>10}",
+        "clients", "implementation", "cycles/s", "p50 ms", "p99 ms"
+    );
+    for &n in clients {
+        for column in columns {
+            match column.at(n) {
+                Some(row) => {
+                    let _ = writeln!(
+                        out,
+                        "{:>8}  {:<20} {:>10.0} {:>10} {:>10}",
+                        n,
+                        column.name,
+                        row.rate,
+                        fmt_ms(row.p50),
+                        fmt_ms(row.p99)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "{:>8}  {:<20} {:>10} {:>10} {:>10}",
+                        n, column.name, "-", "-", "-"
+                    );
+                }
+            }
+        }
+    }
+    for column in columns {
+        if let Err(why) = &column.rows {
+            let _ = writeln!(out, "{}: not measured: {why}", column.name);
+        }
+    }
+    let _ = writeln!(out);
+    let mut all_held = true;
+    // columns: 0 zkit-on-zkit, 1 zkit-on-Apache, 2 Curator-on-Apache, 3 kazoo-on-Apache.
+    for &n in clients {
+        let curator = columns.get(2).and_then(|c| c.at(n));
+        for (index, target, what) in [
+            (1usize, 1.5, "zkit-on-Apache / Curator-on-Apache"),
+            (0usize, 3.0, "zkit-on-zkit   / Curator-on-Apache"),
+        ] {
+            let ours = columns.get(index).and_then(|c| c.at(n));
+            let line = match (ours, curator) {
+                (Some(ours), Some(curator)) if curator.rate > 0.0 => {
+                    let ratio = ours.rate / curator.rate;
+                    let held = ratio >= target;
+                    all_held &= held;
+                    format!(
+                        "{ratio:.2}x (target >= {target}x: {})",
+                        if held { "held" } else { "NOT held" }
+                    )
+                }
+                _ => {
+                    all_held = false;
+                    "- (not measured)".to_string()
+                }
+            };
+            let _ = writeln!(out, "{n:>2} clients  {what}: {line}");
+        }
+        let kazoo = columns.get(3).and_then(|c| c.at(n));
+        let ours = columns.get(1).and_then(|c| c.at(n));
+        if let (Some(ours), Some(kazoo)) = (ours, kazoo) {
+            if kazoo.rate > 0.0 {
+                let _ = writeln!(
+                    out,
+                    "{n:>2} clients  zkit-on-Apache / kazoo-on-Apache:   {:.2}x",
+                    ours.rate / kazoo.rate
+                );
+            }
+        }
+    }
+    (out, all_held)
+}
+
+async fn run_compare(args: &BenchLockArgs) -> anyhow::Result<i32> {
+    let temp;
+    let work = match &args.work_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            dir.clone()
+        }
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("zkit-bench-lock-")
+                .tempdir()?;
+            temp.path().to_path_buf()
+        }
+    };
+    let clients: Vec<usize> = args.clients.iter().map(|&n| n.max(1)).collect();
+    let clients_arg = clients
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    eprintln!(
+        "starting Apache ZooKeeper and zkit serve under {}",
+        work.display()
+    );
+    let servers = Servers::start(args, &work).await?;
+    eprintln!(
+        "zkit serve on {} (fsync always), Apache ZooKeeper on {} (forceSync=yes); {} s per count, release {:?}",
+        servers.zkit_addr, servers.apache_addr, args.seconds, args.release
+    );
+    // A freshly started JVM serves its first seconds cold (JIT), and zkit-on-Apache would run
+    // first; warm both servers with a short unmeasured run so the order does not decide.
+    for addr in [&servers.apache_addr, &servers.zkit_addr] {
+        measure(addr, "/zkit-bench-warmup", 4, 2, args.release)
+            .await
+            .with_context(|| format!("warm-up on {addr}"))?;
+    }
+    let zkit_on_zkit = run_zkit("zkit-on-zkit", &servers.zkit_addr, args).await;
+    let zkit_on_apache = run_zkit("zkit-on-Apache", &servers.apache_addr, args).await;
+    let curator = run_curator(&work, &servers.apache_addr, &clients_arg, args.seconds).await;
+    let kazoo = run_kazoo(&work, &servers.apache_addr, &clients_arg, args.seconds).await;
+    servers.stop().await;
+    let columns = [
+        Column {
+            name: "zkit-on-zkit",
+            rows: zkit_on_zkit,
+        },
+        Column {
+            name: "zkit-on-Apache",
+            rows: zkit_on_apache,
+        },
+        Column {
+            name: "Curator-on-Apache",
+            rows: curator,
+        },
+        Column {
+            name: "kazoo-on-Apache",
+            rows: kazoo,
+        },
+    ];
+    let (table, held) = compare_table(&columns, &clients);
+    println!("{table}");
+    println!(
+        "targets: {}",
+        if held { "all held" } else { "NOT all held" }
+    );
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_foreign_result_lines() {
+        let row = parse_result("RESULT clients=4 cycles=1000 seconds=2.000 p50_us=700 p99_us=2900")
+            .expect("parsed");
+        assert_eq!(row.clients, 4);
+        assert_eq!(row.cycles, 1000);
+        assert!((row.rate - 500.0).abs() < 1e-9);
+        assert_eq!(row.p50, Duration::from_micros(700));
+        assert_eq!(row.p99, Duration::from_micros(2900));
+        assert!(parse_result("RESULT clients=4").is_none());
+        assert!(parse_result("noise").is_none());
+    }
+
+    #[test]
+    fn table_reports_ratios_and_missing_columns() {
+        let row = |clients, rate| BenchRow {
+            clients,
+            cycles: 10,
+            rate,
+            p50: Duration::from_millis(1),
+            p99: Duration::from_millis(2),
+        };
+        let columns = [
+            Column {
+                name: "zkit-on-zkit",
+                rows: Ok(vec![row(1, 3000.0)]),
+            },
+            Column {
+                name: "zkit-on-Apache",
+                rows: Ok(vec![row(1, 1400.0)]),
+            },
+            Column {
+                name: "Curator-on-Apache",
+                rows: Ok(vec![row(1, 1000.0)]),
+            },
+            Column {
+                name: "kazoo-on-Apache",
+                rows: Err("no kazoo".into()),
+            },
+        ];
+        let (table, held) = compare_table(&columns, &[1]);
+        assert!(!held, "1.4x misses the 1.5x target");
+        assert!(
+            table.contains("1.40x (target >= 1.5x: NOT held)"),
+            "{table}"
+        );
+        assert!(table.contains("3.00x (target >= 3x: held)"), "{table}");
+        assert!(
+            table.contains("kazoo-on-Apache: not measured: no kazoo"),
+            "{table}"
+        );
+    }
 }

@@ -7,8 +7,9 @@
 //!   carries a drop guard that deletes the attempt's UUID-named node in the background.
 //! - Ownership is declared only after checking that our node exists and, for ephemeral nodes,
 //!   that its `ephemeralOwner` is our current session (CURATOR-696).
-//! - A session replaced under a waiting acquisition restarts it on the new session with a new
-//!   node; a session lost under a holder fires the holder's lost-signal.
+//! - A session lost (or replaced, or suspended when that counts as lost) under a waiting
+//!   acquisition fails it with [`Error::SessionLost`]; under a holder it fires the holder's
+//!   lost-signal. Neither silently continues on the next session.
 
 use std::time::Duration;
 
@@ -19,10 +20,10 @@ use zookeeper_client as zk;
 use super::decide::{decide_with, Decision, Rule};
 use crate::error::{Error, Result};
 use crate::protected::{
-    create_protected_sequential_with, join, spawn_orphan_cleanup, CreatedNode, ProtectedCreate,
+    create_protected_and_list, join, spawn_orphan_cleanup, CreatedNode, ProtectedCreate,
 };
 use crate::retry::RetryPolicy;
-use crate::session::{Session, SessionState};
+use crate::session::{Session, SessionEvent, SessionState};
 
 /// Data Curator's `LockInternals` writes to a revoke-able lock node to ask its holder to release.
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
@@ -33,7 +34,9 @@ pub struct LockOptions {
     /// Whether `Suspended` fires the holder's lost-signal (default `true`, like Curator's
     /// `StandardConnectionStateErrorPolicy`): during a disconnect we cannot know whether the
     /// session (and so the lock) survives. With `false`, only `Lost` (and deletion of the node)
-    /// fire it.
+    /// fire it. The same choice applies to waiters: with `true`, an acquisition that sees its
+    /// session suspended fails with [`Error::SessionLost`]; with `false` it waits for the
+    /// reconnect and fails only on `Lost`.
     pub suspended_is_lost: bool,
     /// Retry policy for recoverable errors while connected.
     pub retry: RetryPolicy,
@@ -119,9 +122,24 @@ pub(crate) async fn recover(
 }
 
 /// Runs the acquisition; `timeout` bounds it as a whole.
+///
+/// A session-bound (ephemeral) acquisition belongs to the session it starts on. If that session
+/// is lost or replaced before the lock is held (or suspended, with
+/// [`LockOptions::suspended_is_lost`]), it fails with [`Error::SessionLost`], as Curator's
+/// `acquire` throws, instead of silently starting over on the next session: the caller learns
+/// that everything tied to the old session is gone and decides whether to try again.
 pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result<LockGuard> {
     let started = Instant::now();
     let deadline = timeout.map(|t| started + t);
+    let bound = if c.mode == zk::CreateMode::EphemeralSequential {
+        // Bind to the session we are connected to now (waiting for one if none is).
+        match until(deadline, c.session.wait_connected()).await {
+            None => return Err(Error::Timeout(timeout.unwrap_or_default())),
+            Some(event) => Some(event?.generation),
+        }
+    } else {
+        None
+    };
     loop {
         let mut cleanup = AttemptCleanup {
             session: c.session,
@@ -129,7 +147,16 @@ pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result
             uuid: uuid::Uuid::new_v4().to_string(),
             armed: true,
         };
-        match until(deadline, attempt(&c, &cleanup.uuid)).await {
+        // The attempt may hang on a dead connection (a request to a black-holed server): watch
+        // the session beside it so that a lost waiter fails when the loss is known, not when
+        // the connection comes back. Dropping the attempt is safe (the drop guard below).
+        let contended = async {
+            tokio::select! {
+                result = attempt(&c, &cleanup.uuid, bound) => result,
+                err = session_gone(&c, bound) => Err(err),
+            }
+        };
+        match until(deadline, contended).await {
             None => {
                 // Delete our node now if we can, so that a caller who sees the timeout also sees
                 // the directory as it was; otherwise the drop guard finishes in the background.
@@ -155,20 +182,65 @@ pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result
                         uuid: cleanup.uuid.clone(),
                     },
                     c.options,
-                    c.mode == zk::CreateMode::EphemeralSequential,
+                    bound.is_some(),
                     lease_deadline,
                 ));
             }
             // Restart with a fresh node; the drop guard removes the old one.
             Some(Ok(None)) => continue,
+            // The drop guard removes our node (if the session still has it) in the background.
             Some(Err(err)) => return Err(err),
         }
     }
 }
 
+/// `Err(SessionLost)` when a session-bound acquisition's session is gone (see [`acquire`]).
+fn check_session(c: &Contend<'_>, bound: Option<u64>, event: &SessionEvent) -> Result<()> {
+    let Some(bound) = bound else {
+        return Ok(());
+    };
+    let gone = event.generation != bound
+        || event.state == SessionState::Lost
+        || (event.state == SessionState::Suspended && c.options.suspended_is_lost);
+    if gone {
+        tracing::debug!(parent = c.parent, state = ?event.state, "lock waiter: session lost");
+        return Err(Error::SessionLost);
+    }
+    Ok(())
+}
+
+/// Resolves with the error once a session-bound acquisition's session is gone (never for one
+/// that is not bound to its session).
+async fn session_gone(c: &Contend<'_>, bound: Option<u64>) -> Error {
+    if bound.is_none() {
+        return std::future::pending().await;
+    }
+    let mut state_rx = c.session.watch_state();
+    loop {
+        let event = *state_rx.borrow_and_update();
+        if let Err(err) = check_session(c, bound, &event) {
+            return err;
+        }
+        if event.state == SessionState::Closed || state_rx.changed().await.is_err() {
+            return Error::Closed;
+        }
+    }
+}
+
 /// One node's life: `Ok(Some(node))` acquired, `Ok(None)` restart with a new node.
-async fn attempt(c: &Contend<'_>, uuid: &str) -> Result<Option<CreatedNode>> {
-    c.session.wait_connected().await?;
+///
+/// The uncontended path costs one round trip: the create and the listing are pipelined
+/// ([`create_protected_and_list`]), and create2's stat tells the node's `ephemeralOwner`, so
+/// neither an extra listing nor an `exists` is needed to declare ownership.
+async fn attempt(c: &Contend<'_>, uuid: &str, bound: Option<u64>) -> Result<Option<CreatedNode>> {
+    let mut state_rx = c.session.watch_state();
+    let event = *state_rx.borrow_and_update();
+    check_session(c, bound, &event)?;
+    if !event.state.is_connected() {
+        c.session.wait_connected().await?;
+        let event = *state_rx.borrow_and_update();
+        check_session(c, bound, &event)?;
+    }
     let create = ProtectedCreate {
         uuid: uuid.to_string(),
         mode: c.mode,
@@ -177,28 +249,36 @@ async fn attempt(c: &Contend<'_>, uuid: &str) -> Result<Option<CreatedNode>> {
         policy: c.options.retry.clone(),
     };
     let prefix = join(c.parent, c.name);
-    let node =
-        match create_protected_sequential_with(c.session, &prefix, &c.options.node_data, &create)
-            .await
-        {
-            Ok(node) => node,
+    let created =
+        match create_protected_and_list(c.session, &prefix, &c.options.node_data, &create).await {
+            Ok(created) => created,
+            Err(Error::SessionExpired | Error::SessionLost) if bound.is_some() => {
+                return Err(Error::SessionLost)
+            }
             Err(Error::SessionExpired | Error::SessionLost) => return Ok(None),
             Err(err) if err.is_recoverable() => return Ok(None),
             Err(err) => return Err(err),
         };
-    let ephemeral = c.mode == zk::CreateMode::EphemeralSequential;
-    let mut state_rx = c.session.watch_state();
+    let node = created.node;
+    let mut prefetched = created.children;
+    let ephemeral = bound.is_some();
     let start = Instant::now();
     let mut retries = 0u32;
     loop {
         let (client, generation) = c.session.client_and_generation();
+        let event = *state_rx.borrow_and_update();
+        check_session(c, bound, &event)?;
         if ephemeral && generation != node.generation {
             // Our ephemeral node went with the old session.
-            return Ok(None);
+            return Err(Error::SessionLost);
         }
-        state_rx.borrow_and_update();
+        // The pipelined listing is only valid for the first decision.
+        let listed = prefetched.take();
         let step: Result<Option<bool>> = async {
-            let children = client.list_children(c.parent).await?;
+            let children = match listed {
+                Some(children) => children,
+                None => client.list_children(c.parent).await?,
+            };
             match decide_with(&node.name, &children, c.rule, c.exempt.as_deref()) {
                 Decision::NodeGone => Ok(Some(false)),
                 Decision::Acquired => {
@@ -228,6 +308,7 @@ async fn attempt(c: &Contend<'_>, uuid: &str) -> Result<Option<CreatedNode>> {
                     drop(client);
                     tokio::select! {
                         _ = watcher.changed() => {}
+                        // Checked at the top of the loop (lost-signal for waiters).
                         _ = state_rx.changed() => {}
                     }
                     Ok(None)
@@ -239,8 +320,14 @@ async fn attempt(c: &Contend<'_>, uuid: &str) -> Result<Option<CreatedNode>> {
             Ok(Some(true)) => return Ok(Some(node)),
             Ok(Some(false)) => return Ok(None),
             Ok(None) => retries = 0,
+            Err(Error::SessionExpired | Error::SessionLost) if ephemeral => {
+                return Err(Error::SessionLost)
+            }
             Err(Error::SessionExpired | Error::SessionLost) => return Ok(None),
             Err(err) if err.is_recoverable() => {
+                // A connection loss while waiting is a Suspended the state stream may not have
+                // shown yet; a waiter configured to treat it as lost gives up now.
+                check_session(c, bound, &c.session.state())?;
                 recover(c.session, err, &c.options.retry, &mut retries, start).await?
             }
             Err(err) => return Err(err),
@@ -381,6 +468,52 @@ impl LockGuard {
         result
     }
 
+    /// Releases the lock without waiting for the server's reply. The delete is written to the
+    /// connection before this returns, so any later request of this session (the next
+    /// acquisition's create, say) is processed after it, and on a group-committing server both
+    /// share one fsync. Another contender can take the lock as soon as the delete is applied,
+    /// exactly as with [`LockGuard::release`]; stop using the protected resource before calling
+    /// it.
+    ///
+    /// If the delete fails (connection loss), a background task deletes the node by its
+    /// protected UUID, retrying across reconnects until it is gone, the session is closed, or the
+    /// session expires (which removes an ephemeral node anyway). Dropping the guard does the same.
+    /// Use [`LockGuard::release`] to learn whether the delete succeeded.
+    pub fn release_in_background(mut self) {
+        self.released = true;
+        self.stop_monitor.cancel();
+        if let Some(hook) = self.on_release.take() {
+            hook();
+        }
+        self.send_delete();
+    }
+
+    /// The background release of [`LockGuard::release_in_background`] and of `Drop`.
+    fn send_delete(&self) {
+        let Cleanup::ByUuid { parent, uuid } = &self.cleanup else {
+            // SimpleLock checks the owner first: no blind delete.
+            return self.spawn_cleanup();
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(path = %self.path, "no tokio runtime: lock node left to its session");
+            return;
+        };
+        // zookeeper-client sends the request at call time; the returned future only waits for
+        // the reply, so it may be awaited elsewhere.
+        let reply = self.session.client().delete(&self.path, None);
+        let session = self.session.clone();
+        let (parent, uuid, path) = (parent.clone(), uuid.clone(), self.path.clone());
+        runtime.spawn(async move {
+            match reply.await {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(err) => {
+                    tracing::debug!(%path, error = %err, "background release failed; cleaning up by uuid");
+                    spawn_orphan_cleanup(&session, &parent, &uuid);
+                }
+            }
+        });
+    }
+
     fn spawn_cleanup(&self) {
         match &self.cleanup {
             Cleanup::ByUuid { parent, uuid } => spawn_orphan_cleanup(&self.session, parent, uuid),
@@ -406,7 +539,7 @@ impl Drop for LockGuard {
             if let Some(hook) = self.on_release.take() {
                 hook();
             }
-            self.spawn_cleanup();
+            self.send_delete();
         }
     }
 }
@@ -466,6 +599,10 @@ async fn monitor(m: Monitor) {
         m.lost.cancel();
     };
     loop {
+        if m.stop.is_cancelled() {
+            // Released before we armed anything (a short critical section): nothing to watch.
+            return;
+        }
         let event = *state_rx.borrow_and_update();
         if m.session_bound && event.generation != m.generation {
             return lost("session replaced");
@@ -487,6 +624,8 @@ async fn monitor(m: Monitor) {
                     }
                     Some(watcher)
                 }
+                // Our own release may have raced the read; that is not a loss.
+                Err(zk::Error::NoNode) if m.stop.is_cancelled() => return,
                 Err(zk::Error::NoNode) => return lost("lock node deleted"),
                 Err(_) => None,
             }

@@ -3,17 +3,27 @@
 //!
 //! - [`Mutex`]: Curator's `InterProcessMutex` (ephemeral sequential, watch only the
 //!   predecessor), with node names `_c_<uuid>-lock-NNNNNNNNNN`, so a zkit process and a Java
-//!   Curator process exclude each other on the same path.
+//!   Curator process exclude each other on the same path. The uncontended acquire is one round
+//!   trip (create and listing pipelined); [`LockGuard::release_in_background`] (or dropping the
+//!   guard) lets the delete share a group commit with the session's next write.
 //! - [`ReadWriteLock`]: Curator's `InterProcessReadWriteLock` (`__READ__` / `__WRIT__`).
 //! - [`Semaphore`]: Curator's `InterProcessSemaphoreV2` layout (`locks/`, `leases/`).
 //! - [`RevocableMutex`]: a mutex whose holder can be asked to release (`__REVOKE__` data).
 //! - [`LeaseLock`]: TTL nodes (seed 002): survives without a session, bounded wait and hold.
 //! - [`SimpleLock`]: one fixed node (seed 003 §4.2); NodeExists means taken.
 //!
-//! **Kazoo**: kazoo's `Lock` names nodes `<uuid>__lock__NNNNNNNNNN` and, by default, only
-//! counts its own names as contenders; with `Lock(client, path, extra_lock_patterns=["-lock-"])`
-//! it also sees Curator/zkit nodes. zkit always orders *every* sequential child by sequence
-//! number, so it sees kazoo's nodes without configuration.
+//! **Kazoo** (each claim below is exercised by `tests/kazoo_interop.rs` on both servers): kazoo's
+//! `Lock` names its nodes `<uuid-hex>__lock__NNNNNNNNNN` and counts as contenders only children
+//! matching `(__lock__|<extra patterns>)` followed by the 10-digit sequence. zkit counts *every*
+//! child with a 10-digit sequence suffix, ordered by that number. Hence:
+//! - zkit [`Mutex`] and kazoo `Lock(client, path, extra_lock_patterns=["-lock-"])` (kazoo 2.7.1
+//!   and later) exclude each other: each sees the other's nodes in one sequence order.
+//! - zkit [`Mutex`] and kazoo's default `Lock` do **not**: zkit waits for a kazoo holder, but
+//!   kazoo ignores zkit's `_c_<uuid>-lock-` nodes and acquires while zkit holds. Never mix them
+//!   without `extra_lock_patterns`.
+//! - Curator and kazoo are outside zkit's control (Curator sorts by the text after `lock-`, which
+//!   kazoo names lack); kazoo's `ReadLock`/`WriteLock` (`__rlock__`/`__lock__`) against
+//!   [`ReadWriteLock`] is not tested. zkit treats `__rlock__` nodes as readers.
 //!
 //! **Not re-entrant**: locking a [`Mutex`] again while holding it through the same or another
 //! value waits for itself (with `lock()`, forever; with `try_lock_for`, until the timeout).

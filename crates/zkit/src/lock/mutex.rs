@@ -56,13 +56,18 @@ impl Mutex {
         }
     }
 
-    /// Waits until the lock is held. Survives disconnects and session replacement while waiting
-    /// (it starts over with a new node on the new session).
+    /// Waits until the lock is held. The uncontended case costs one round trip (the create and
+    /// the listing are pipelined on one connection). A short disconnect while waiting is
+    /// survived when [`LockOptions::suspended_is_lost`] is `false`.
     ///
     /// # Errors
-    /// Unrecoverable errors ([`crate::Error::Closed`], [`crate::Error::AuthFailed`]), state
-    /// errors such as [`crate::Error::NoAuth`], and recoverable ones once the retry policy
-    /// gives up while connected.
+    /// [`crate::Error::SessionLost`] when the session this acquisition started on is lost or
+    /// replaced before the lock is held, or suspended while [`LockOptions::suspended_is_lost`]
+    /// (the default): like Curator's `acquire` throwing, it does not silently start over on the
+    /// next session; call `lock()` again to contend on the new one. Unrecoverable errors
+    /// ([`crate::Error::Closed`], [`crate::Error::AuthFailed`]), state errors such as
+    /// [`crate::Error::NoAuth`], and recoverable ones once the retry policy gives up while
+    /// connected.
     ///
     /// # Cancellation safety
     /// Safe: a dropped `lock()` future leaves no node behind (it is deleted in the background).
