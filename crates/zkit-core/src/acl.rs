@@ -305,23 +305,21 @@ impl AclTable {
             .filter_map(|(i, e)| e.as_ref().map(|e| (i as u32, &e.list)))
     }
 
-    /// Restore: puts `list` at `id` with no references yet. False if the id is taken or the
-    /// list is already present under another id (a snapshot must not hold either).
-    pub(crate) fn insert_unreferenced(&mut self, id: u32, list: Vec<Acl>) -> bool {
+    /// Restore: adds `list` with no references yet and returns its id (ids are renumbered
+    /// densely on restore, so an id read from a file never sizes anything). `None` if the list
+    /// is already present (a snapshot never holds a list twice).
+    pub(crate) fn insert_unreferenced(&mut self, list: Vec<Acl>) -> Option<u32> {
         let list: Arc<[Acl]> = list.into();
-        if self.contains(id) || self.by_list.contains_key(&list) {
-            return false;
+        if self.by_list.contains_key(&list) {
+            return None;
         }
-        let at = id as usize;
-        if self.entries.len() <= at {
-            self.entries.resize(at + 1, None);
-        }
-        self.entries[at] = Some(AclEntry {
+        let id = u32::try_from(self.entries.len()).ok()?;
+        self.entries.push(Some(AclEntry {
             list: list.clone(),
             refs: 0,
-        });
+        }));
         self.by_list.insert(list, id);
-        true
+        Some(id)
     }
 
     /// Restore: counts one reference to a known `id`.

@@ -23,6 +23,7 @@
 //! them to their parents after reading all of them. Everything read is validated; a bad
 //! snapshot is an error, never a panic.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -182,20 +183,26 @@ impl Core {
         let last_zxid = r.read_i64()?;
         let mut tree = DataTree::empty(config.extended_types);
         let acls = r.read_i32()?;
+        let mut acl_ids = HashMap::new();
         for _ in 0..acls.max(0) {
             let id = r.read_i32()? as u32;
             let list = r.read_vec()?;
-            tree.restore_acl(id, list)
+            let new = tree
+                .restore_acl(list)
                 .map_err(RestoreError::Inconsistent)?;
+            if acl_ids.insert(id, new).is_some() {
+                return Err(RestoreError::Inconsistent(format!("ACL id {id} appears twice")));
+            }
         }
         let count = r.read_i32()?.max(0) as usize;
-        // Each node takes at least 4 bytes: never reserve more than the input can hold.
-        tree.reserve(count.min(r.remaining() / 4));
+        // Never reserve more than the input can hold (a node takes at least 30 bytes), so a
+        // damaged count cannot make restore allocate wildly.
+        tree.reserve(count.min(r.remaining() / 30));
         for _ in 0..count {
             let len = r.read_i32()?;
             let len = usize::try_from(len)
                 .map_err(|_| RestoreError::Inconsistent(format!("node record length {len}")))?;
-            tree.restore_record(r.read_bytes(len)?)
+            tree.restore_record(r.read_bytes(len)?, &acl_ids)
                 .map_err(RestoreError::Inconsistent)?;
         }
         tree.restore_finish().map_err(RestoreError::Inconsistent)?;

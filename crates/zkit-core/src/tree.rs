@@ -278,10 +278,9 @@ impl DataTree {
     /// world:anyone READ set with version -1 (ZOOKEEPER-2014), leaving its aversion at -1.
     pub fn new(extended_types: bool) -> DataTree {
         let mut tree = DataTree::empty(extended_types);
-        let open = tree.acls.intern(&open_acl());
         for p in ["/", PROC_PATH, QUOTA_PATH] {
             let meta = Meta {
-                acl: open,
+                acl: tree.acls.intern(&open_acl()),
                 ..Meta::default()
             };
             tree.insert_unlinked(record::encode(&meta, p, Some(&[])));
@@ -679,30 +678,37 @@ impl DataTree {
             .reserve(nodes, |&i| hasher.hash_one(slot_path(slots, i)));
     }
 
-    /// Restore: an ACL list with its snapshot id.
-    pub(crate) fn restore_acl(&mut self, id: u32, list: Vec<Acl>) -> Result<(), String> {
-        if self.acls.insert_unreferenced(id, list) {
-            Ok(())
-        } else {
-            Err(format!("ACL id {id} or its list appears twice"))
-        }
+    /// Restore: an ACL list; returns the id it gets in this tree.
+    pub(crate) fn restore_acl(&mut self, list: Vec<Acl>) -> Result<u32, String> {
+        self.acls
+            .insert_unreferenced(list)
+            .ok_or_else(|| "an ACL list appears twice".to_owned())
     }
 
     /// Restore: one untrusted record (validated here), not yet linked to its parent.
-    pub(crate) fn restore_record(&mut self, bytes: &[u8]) -> Result<(), String> {
+    /// `acl_ids` maps the snapshot's ACL ids to [`DataTree::restore_acl`]'s.
+    pub(crate) fn restore_record(
+        &mut self,
+        bytes: &[u8],
+        acl_ids: &HashMap<u32, u32>,
+    ) -> Result<(), String> {
         record::check(bytes).map_err(str::to_owned)?;
         let (p, _, meta) = record::parts(bytes);
         if p != "/" && path::validate_path(p).is_err() {
             return Err(format!("invalid path {p:?}"));
         }
-        if !self.acls.contains(meta.acl) {
-            return Err(format!("{p} has an unknown ACL id {}", meta.acl));
-        }
+        let acl = *acl_ids
+            .get(&meta.acl)
+            .ok_or_else(|| format!("{p} has an unknown ACL id {}", meta.acl))?;
         if self.find(p).is_some() {
             return Err(format!("duplicate path {p}"));
         }
-        self.acls.add_ref(meta.acl);
-        self.insert_unlinked(Arc::from(bytes));
+        let mut rec: Record = Arc::from(bytes);
+        if acl != meta.acl {
+            record::set_meta(&mut rec, &Meta { acl, ..meta });
+        }
+        self.acls.add_ref(acl);
+        self.insert_unlinked(rec);
         Ok(())
     }
 
