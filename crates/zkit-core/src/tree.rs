@@ -217,12 +217,26 @@ fn slot_path(slots: &[Option<Record>], id: u32) -> &str {
     }
 }
 
+/// The path bytes of the node in slot `id`: what the index hashes and compares.
+fn slot_key(slots: &[Option<Record>], id: u32) -> &[u8] {
+    match slots.get(id as usize) {
+        Some(Some(rec)) => record::path_bytes(rec),
+        _ => b"",
+    }
+}
+
 /// The path index lookup, as a function of the fields it needs (so callers can hold other
-/// fields mutably).
-fn lookup(index: &HashTable<u32>, slots: &[Option<Record>], hash: u64, path: &str) -> Option<u32> {
+/// fields mutably). `hash` is the tree hasher's hash of `path` as bytes.
+fn lookup(index: &HashTable<u32>, slots: &[Option<Record>], hash: u64, path: &[u8]) -> Option<u32> {
     index
-        .find(hash, |&id| slot_path(slots, id) == path)
+        .find(hash, |&id| slot_key(slots, id) == path)
         .copied()
+}
+
+/// The parent of a path given as bytes (see [`path::parent_of`]).
+fn parent_bytes(p: &[u8]) -> Option<&[u8]> {
+    let i = p.iter().rposition(|&c| c == b'/')?;
+    Some(if i == 0 { b"/" } else { &p[..i] })
 }
 
 /// A point-in-time copy of the tree for a snapshot: the records (shared with the tree) and
@@ -283,7 +297,8 @@ impl DataTree {
                 acl: tree.acls.intern(&open_acl()),
                 ..Meta::default()
             };
-            tree.insert_unlinked(record::encode(&meta, p, Some(&[])));
+            let hash = tree.hash(p);
+            tree.insert_unlinked(record::encode(&meta, p, Some(&[])), hash);
         }
         let config_acl = tree.acls.intern(&[Acl {
             perms: perms::READ,
@@ -294,7 +309,8 @@ impl DataTree {
             aversion: -1,
             ..Meta::default()
         };
-        tree.insert_unlinked(record::encode(&config, CONFIG_PATH, Some(&[])));
+        let hash = tree.hash(CONFIG_PATH);
+        tree.insert_unlinked(record::encode(&config, CONFIG_PATH, Some(&[])), hash);
         // Cannot fail: the four paths form a tree.
         let _ = tree.link_all();
         tree
@@ -306,11 +322,11 @@ impl DataTree {
     }
 
     fn hash(&self, path: &str) -> u64 {
-        self.hasher.hash_one(path)
+        self.hasher.hash_one(path.as_bytes())
     }
 
     fn find(&self, path: &str) -> Option<u32> {
-        lookup(&self.index, &self.slots, self.hash(path), path)
+        lookup(&self.index, &self.slots, self.hash(path), path.as_bytes())
     }
 
     fn node_at(&self, id: u32) -> Option<Node<'_>> {
@@ -441,10 +457,9 @@ impl DataTree {
     }
 
     /// Puts a record in a free slot and the path index (not yet under its parent). The caller
-    /// checked that its path is new and its ACL id is counted.
-    fn insert_unlinked(&mut self, rec: Record) -> u32 {
+    /// checked that its path (whose hash is `hash`) is new and its ACL id is counted.
+    fn insert_unlinked(&mut self, rec: Record, hash: u64) -> u32 {
         let (path, data, meta) = record::parts(&rec);
-        let hash = self.hasher.hash_one(path);
         self.data_size += (path.len() + data.map_or(0, <[u8]>::len)) as u64;
         let owner = meta.ephemeral_owner;
         // Only ephemeral, container and TTL nodes are indexed by path.
@@ -467,7 +482,7 @@ impl DataTree {
         };
         let (slots, hasher) = (&self.slots, &self.hasher);
         self.index
-            .insert_unique(hash, id, |&i| hasher.hash_one(slot_path(slots, i)));
+            .insert_unique(hash, id, |&i| hasher.hash_one(slot_key(slots, i)));
         if let Some(path) = indexed {
             self.index_owner(&path, owner);
         }
@@ -490,14 +505,14 @@ impl DataTree {
         let mut pairs = Vec::with_capacity(self.len());
         for (id, rec) in self.slots.iter().enumerate() {
             let Some(rec) = rec else { continue };
-            let p = record::path(rec);
-            if p == "/" {
+            let p = record::path_bytes(rec);
+            if p == b"/" {
                 continue;
             }
-            let parent = path::parent_of(p).unwrap_or("/");
+            let parent = parent_bytes(p).unwrap_or(b"/");
             let hash = self.hasher.hash_one(parent);
             let pid = lookup(&self.index, &self.slots, hash, parent)
-                .ok_or_else(|| format!("{p} has no parent"))?;
+                .ok_or_else(|| format!("{} has no parent", record::path(rec)))?;
             pairs.push((pid, id as u32));
         }
         for (pid, id) in pairs {
@@ -519,7 +534,8 @@ impl DataTree {
         zxid: i64,
         time: i64,
     ) -> Result<Stat, ErrorCode> {
-        if path == "/" || self.find(path).is_some() {
+        let hash = self.hash(path);
+        if path == "/" || lookup(&self.index, &self.slots, hash, path.as_bytes()).is_some() {
             return Err(ErrorCode::NodeExists);
         }
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
@@ -548,7 +564,7 @@ impl DataTree {
             0,
             self.extended_types,
         );
-        let id = self.insert_unlinked(record::encode(&meta, path, data));
+        let id = self.insert_unlinked(record::encode(&meta, path, data), hash);
         self.link(parent, id);
         Ok(stat)
     }
@@ -559,7 +575,7 @@ impl DataTree {
             return Err(ErrorCode::BadArguments);
         }
         let hash = self.hash(path);
-        let id = lookup(&self.index, &self.slots, hash, path).ok_or(ErrorCode::NoNode)?;
+        let id = lookup(&self.index, &self.slots, hash, path.as_bytes()).ok_or(ErrorCode::NoNode)?;
         if self.children.get(&id).is_some_and(|c| !c.is_empty()) {
             return Err(ErrorCode::NotEmpty);
         }
@@ -675,7 +691,7 @@ impl DataTree {
         self.slots.reserve(nodes);
         let (slots, hasher) = (&self.slots, &self.hasher);
         self.index
-            .reserve(nodes, |&i| hasher.hash_one(slot_path(slots, i)));
+            .reserve(nodes, |&i| hasher.hash_one(slot_key(slots, i)));
     }
 
     /// Restore: an ACL list; returns the id it gets in this tree.
@@ -700,7 +716,8 @@ impl DataTree {
         let acl = *acl_ids
             .get(&meta.acl)
             .ok_or_else(|| format!("{p} has an unknown ACL id {}", meta.acl))?;
-        if self.find(p).is_some() {
+        let hash = self.hash(p);
+        if lookup(&self.index, &self.slots, hash, p.as_bytes()).is_some() {
             return Err(format!("duplicate path {p}"));
         }
         let mut rec: Record = Arc::from(bytes);
@@ -708,7 +725,7 @@ impl DataTree {
             record::set_meta(&mut rec, &Meta { acl, ..meta });
         }
         self.acls.add_ref(acl);
-        self.insert_unlinked(rec);
+        self.insert_unlinked(rec, hash);
         Ok(())
     }
 

@@ -398,7 +398,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
     let (bytes, took) = writer.join().map_err(|_| "snapshot writer panicked")??;
     std::fs::remove_file(&file)?;
     println!(
-        "snapshot capture (what blocks the pipeline): {:.1} ms; streaming it to a file took          {:.2} s ({} MB) while {concurrent} setData were applied",
+        "snapshot capture (what blocks the pipeline): {:.1} ms; streaming it to a file took {:.2} s ({} MB) while {concurrent} setData were applied",
         ms(stall),
         took.as_secs_f64(),
         bytes >> 20

@@ -148,13 +148,7 @@ pub fn check(b: &[u8]) -> Result<(), &'static str> {
     if b.len() < FIXED {
         return Err("record shorter than its header");
     }
-    let header: usize = OPTIONAL
-        .iter()
-        .enumerate()
-        .filter(|(bit, _)| b[0] & (1 << bit) != 0)
-        .map(|(_, size)| size)
-        .sum::<usize>()
-        + FIXED;
+    let header = header_len(b[0]);
     let path_len = be_u32(b, 21) as usize;
     let end = header
         .checked_add(path_len)
@@ -167,6 +161,21 @@ pub fn check(b: &[u8]) -> Result<(), &'static str> {
         return Err("record has null data and data bytes");
     }
     Ok(())
+}
+
+/// Flag bits of the 8-byte and the 4-byte optional fields.
+const WIDE: u8 = 0b0100_0111;
+const NARROW: u8 = 0b0011_1000;
+
+/// Header length from the flags alone (no field decoding): the fast path of path lookups.
+fn header_len(flags: u8) -> usize {
+    FIXED + 8 * (flags & WIDE).count_ones() as usize + 4 * (flags & NARROW).count_ones() as usize
+}
+
+/// The path's bytes (what the path index hashes and compares; no UTF-8 check).
+pub fn path_bytes(b: &[u8]) -> &[u8] {
+    let at = header_len(b[0]);
+    &b[at..at + be_u32(b, 21) as usize]
 }
 
 /// Decodes the header. The record must be one [`encode`] built or [`check`] accepted.
@@ -216,9 +225,8 @@ pub fn meta(b: &[u8]) -> Meta {
 
 /// The path.
 pub fn path(b: &[u8]) -> &str {
-    let (l, _) = layout_and_meta(b);
     // Checked UTF-8 when the record was built or loaded; never fails.
-    std::str::from_utf8(&b[l.path_at..l.path_at + l.path_len]).unwrap_or_default()
+    std::str::from_utf8(path_bytes(b)).unwrap_or_default()
 }
 
 /// Path, data and meta at once.
