@@ -66,15 +66,7 @@ fn create_10k(c: &mut Criterion) {
             |mut tree| {
                 let (value, acl) = (vec![b'x'; 100], open_acl());
                 for (i, path) in paths.iter().enumerate() {
-                    let r = tree.create(
-                        path,
-                        Some(&value),
-                        &acl,
-                        0,
-                        1,
-                        2 + i as i64,
-                        NOW,
-                    );
+                    let r = tree.create(path, Some(&value), &acl, 0, 1, 2 + i as i64, NOW);
                     black_box(r).expect("unique paths");
                 }
                 tree

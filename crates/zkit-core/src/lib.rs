@@ -1418,12 +1418,10 @@ impl Core {
                     Err(e) => OpOutcome::err(e),
                 }
             }
-            TxnOp::SetAcl { path, acl, version } => {
-                match self.tree.set_acl(path, acl, *version) {
-                    Ok(stat) => OpOutcome::ok(path, Some(stat)),
-                    Err(e) => OpOutcome::err(e),
-                }
-            }
+            TxnOp::SetAcl { path, acl, version } => match self.tree.set_acl(path, acl, *version) {
+                Ok(stat) => OpOutcome::ok(path, Some(stat)),
+                Err(e) => OpOutcome::err(e),
+            },
             TxnOp::Check { path, .. } => match self.tree.stat(path) {
                 Some(stat) => OpOutcome::ok(path, Some(stat)),
                 None => OpOutcome::err(ErrorCode::NoNode),

@@ -187,11 +187,11 @@ impl Core {
         for _ in 0..acls.max(0) {
             let id = r.read_i32()? as u32;
             let list = r.read_vec()?;
-            let new = tree
-                .restore_acl(list)
-                .map_err(RestoreError::Inconsistent)?;
+            let new = tree.restore_acl(list).map_err(RestoreError::Inconsistent)?;
             if acl_ids.insert(id, new).is_some() {
-                return Err(RestoreError::Inconsistent(format!("ACL id {id} appears twice")));
+                return Err(RestoreError::Inconsistent(format!(
+                    "ACL id {id} appears twice"
+                )));
             }
         }
         let count = r.read_i32()?.max(0) as usize;

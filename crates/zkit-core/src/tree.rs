@@ -228,9 +228,7 @@ fn slot_key(slots: &[Option<Record>], id: u32) -> &[u8] {
 /// The path index lookup, as a function of the fields it needs (so callers can hold other
 /// fields mutably). `hash` is the tree hasher's hash of `path` as bytes.
 fn lookup(index: &HashTable<u32>, slots: &[Option<Record>], hash: u64, path: &[u8]) -> Option<u32> {
-    index
-        .find(hash, |&id| slot_key(slots, id) == path)
-        .copied()
+    index.find(hash, |&id| slot_key(slots, id) == path).copied()
 }
 
 /// The parent of a path given as bytes (see [`path::parent_of`]).
@@ -242,7 +240,7 @@ fn parent_bytes(p: &[u8]) -> Option<&[u8]> {
 /// A point-in-time copy of the tree for a snapshot: the records (shared with the tree) and
 /// the ACL lists. Taking one costs a reference-count increment per node; it is `Send` and
 /// `'static`, so it can be written out on another thread while the tree moves on.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Capture {
     /// Records by node id (free slots are `None`).
     pub(crate) records: Vec<Option<Arc<[u8]>>>,
@@ -250,6 +248,16 @@ pub struct Capture {
     pub(crate) acls: Vec<(u32, Arc<[Acl]>)>,
     /// Live nodes.
     pub(crate) count: usize,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not every record: a capture may hold millions.
+        f.debug_struct("Capture")
+            .field("nodes", &self.count)
+            .field("acl_lists", &self.acls.len())
+            .finish()
+    }
 }
 
 /// The tree and its indexes.
@@ -558,12 +566,7 @@ impl DataTree {
             acl: self.acls.intern(acl),
             ..Meta::default()
         };
-        let stat = stat_of(
-            &meta,
-            data.map_or(0, <[u8]>::len),
-            0,
-            self.extended_types,
-        );
+        let stat = stat_of(&meta, data.map_or(0, <[u8]>::len), 0, self.extended_types);
         let id = self.insert_unlinked(record::encode(&meta, path, data), hash);
         self.link(parent, id);
         Ok(stat)
@@ -575,7 +578,8 @@ impl DataTree {
             return Err(ErrorCode::BadArguments);
         }
         let hash = self.hash(path);
-        let id = lookup(&self.index, &self.slots, hash, path.as_bytes()).ok_or(ErrorCode::NoNode)?;
+        let id =
+            lookup(&self.index, &self.slots, hash, path.as_bytes()).ok_or(ErrorCode::NoNode)?;
         if self.children.get(&id).is_some_and(|c| !c.is_empty()) {
             return Err(ErrorCode::NotEmpty);
         }

@@ -47,7 +47,8 @@ fn acl_table_counts_through_set_acl_delete_and_restore() {
     // Setting the same list again keeps it (intern before release).
     t.set_acl("/a", &ip, 1).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(refs(&t, &ip), 3);
-    t.set_acl("/a", &open, 2).unwrap_or_else(|e| panic!("{e:?}"));
+    t.set_acl("/a", &open, 2)
+        .unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!((refs(&t, &ip), refs(&t, &open)), (2, 4));
     assert_eq!(t.get("/a").map(|n| n.acl().to_vec()), Some(open.clone()));
     t.delete("/b", 20).unwrap_or_else(|e| panic!("{e:?}"));
@@ -216,7 +217,11 @@ fn unused_acl_lists_in_a_snapshot_are_dropped_on_restore() {
         Core::restore(Config::default(), 0, &join(&parts)).unwrap_or_else(|e| panic!("{e}"));
     let extra = acl("ip", "10.9.9.9", perms::READ);
     assert_eq!(refs(restored.tree(), &extra), 0);
-    assert!(restored.tree().acl_table().entries().all(|(_, l)| **l != *extra));
+    assert!(restored
+        .tree()
+        .acl_table()
+        .entries()
+        .all(|(_, l)| **l != *extra));
     // Open (4 nodes) and the config node's READ list remain.
     assert_eq!(restored.tree().acl_table().len(), 2);
     assert_eq!(restored.dump(), h.core.dump());
@@ -241,7 +246,13 @@ fn a_capture_keeps_its_moment_while_writes_continue() {
     for i in 0..200 {
         let p = format!("/p/n{i:03}");
         match i % 4 {
-            0 => drop(h.ok(C, Request::Delete(DeleteRequest { path: p, version: -1 }))),
+            0 => drop(h.ok(
+                C,
+                Request::Delete(DeleteRequest {
+                    path: p,
+                    version: -1,
+                }),
+            )),
             1 => drop(h.ok(
                 C,
                 Request::SetData(SetDataRequest {
