@@ -27,6 +27,9 @@ pub(crate) struct Metrics {
     fsync: Mutex<Histogram>,
     /// Connections refused by `maxClientCnxns`.
     pub refused_connections: AtomicU64,
+    /// Connections closed because their outbound queue passed `max_outbound_bytes` (a client
+    /// that does not read its socket).
+    pub outbound_overflows: AtomicU64,
     /// `gtmk`/`stmk`: ZooKeeper's trace mask (kept and reported; tracing filters are set by
     /// the log level instead).
     pub trace_mask: AtomicI64,
@@ -156,6 +159,7 @@ impl Metrics {
             per_op: Mutex::new(BTreeMap::new()),
             fsync: Mutex::new(Histogram::default()),
             refused_connections: AtomicU64::new(0),
+            outbound_overflows: AtomicU64::new(0),
             trace_mask: AtomicI64::new(crate::four_letter::DEFAULT_TRACE_MASK),
         }
     }
@@ -217,6 +221,12 @@ impl Metrics {
             "counter",
             "Connections refused by maxClientCnxns.",
             self.refused_connections.load(Relaxed).to_string(),
+        );
+        gauge(
+            "zkit_outbound_overflow_closes_total",
+            "counter",
+            "Connections closed because they did not read their replies and events.",
+            self.outbound_overflows.load(Relaxed).to_string(),
         );
         gauge(
             "zkit_outstanding_requests",
