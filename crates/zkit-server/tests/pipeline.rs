@@ -256,3 +256,71 @@ async fn a_failure_with_batches_in_flight_releases_none_and_rebuilds() {
     assert_eq!(d.read_reply().await.unwrap().0.err, 0);
     h.server.stop().await;
 }
+
+/// With the fsync off the pipeline's path, a snapshot may be taken from a core whose last txns
+/// never reach the log (the fsync fails, or the server is killed). Recovery must start from it,
+/// skip the log records at or below its zxid, and keep numbering after it, so what is written
+/// next replays on the following start.
+#[tokio::test]
+async fn a_snapshot_ahead_of_the_log_recovers_and_the_log_continues_after_it() {
+    use zkit_server::storage::durable::{DurableOptions, WalStorage};
+    let dir = tempfile::tempdir().unwrap();
+    let opts = DurableOptions {
+        snap_count: 1_000_000,
+        ..DurableOptions::default()
+    };
+    let config = Config {
+        tick_time_ms: 100,
+        min_session_timeout_ms: None,
+        max_session_timeout_ms: None,
+        extended_types: true,
+        container_check_interval_ms: 1000,
+        server_id: 0,
+        super_digest: None,
+    };
+    let now = 1_700_000_000_000_i64;
+    let connect = zkit_proto::ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        time_out: 30_000,
+        session_id: 0,
+        passwd: vec![0; 16],
+        read_only: None,
+    };
+
+    let mut storage = WalStorage::open_with(dir.path(), opts.clone()).unwrap();
+    let mut core = storage.recover_core(config.clone(), now).await.unwrap();
+    core.connect(now, 1, connect.clone(), [7; 16]);
+    core.handle(now, 1, 1, create("/durable", b"d"));
+    let ready = core.ready();
+    storage.submit(&ready.txns).await.unwrap();
+    // This batch is applied (and will be in the snapshot) but its records never reach the log.
+    core.handle(now, 1, 2, create("/only-in-snapshot", b"s"));
+    let lost = core.ready();
+    assert_eq!(lost.txns.len(), 1);
+    let snapshot_zxid = core.last_zxid();
+    // The final snapshot of a graceful stop is one taken from exactly such a core.
+    storage.close(&core).await.unwrap();
+    drop(storage);
+
+    let mut storage = WalStorage::open_with(dir.path(), opts.clone()).unwrap();
+    let mut core = storage.recover_core(config.clone(), now).await.unwrap();
+    assert_eq!(storage.recovery_stats().snapshot_zxid, Some(snapshot_zxid));
+    assert_eq!(core.last_zxid(), snapshot_zxid);
+    let dump = core.dump();
+    assert!(dump.contains("/only-in-snapshot") && dump.contains("/durable"));
+    // The log's last record is below the snapshot; new txns continue after the snapshot.
+    core.connect(now, 2, connect, [8; 16]);
+    core.handle(now, 2, 1, create("/after", b"a"));
+    let ready = core.ready();
+    assert!(ready.txns[0].zxid > snapshot_zxid);
+    storage.submit(&ready.txns).await.unwrap();
+    let live = core.dump();
+    // A crash (no final snapshot): the next start replays the records after the snapshot.
+    drop(storage);
+    let mut storage = WalStorage::open_with(dir.path(), opts).unwrap();
+    let core = storage.recover_core(config, now).await.unwrap();
+    assert_eq!(storage.recovery_stats().snapshot_zxid, Some(snapshot_zxid));
+    assert!(storage.recovery_stats().replayed >= 2);
+    assert_eq!(core.dump(), live);
+}
