@@ -447,6 +447,7 @@ async fn write_loop(
 ) {
     let mut out = BytesMut::with_capacity(4096);
     let mut taken: Vec<Outbound> = Vec::new();
+    let mut written: Vec<(i32, i64)> = Vec::new();
     'outer: loop {
         let closed = {
             let mut state = lock(&outbox.state);
@@ -473,7 +474,7 @@ async fn write_loop(
             for message in messages.by_ref() {
                 count += u64::from(!matches!(message, Outbound::Close));
                 replies += usize::from(matches!(message, Outbound::Reply { .. }));
-                close = encode(message, &mut out, &server, &metrics);
+                close = encode(message, &mut out, &metrics, &mut written);
                 if close || out.len() >= WRITE_CHUNK {
                     break;
                 }
@@ -491,6 +492,8 @@ async fn write_loop(
                 () = outbox.overflow.cancelled() => break 'outer,
             }
             out.clear();
+            metrics.replies_written(&server, &written);
+            written.clear();
             in_flight.add_permits(replies);
             server.packets_sent.fetch_add(count, Relaxed);
             metrics.sent.fetch_add(count, Relaxed);
@@ -506,7 +509,13 @@ async fn write_loop(
 }
 
 /// Appends one message's frame; returns whether the connection closes after it.
-fn encode(message: Outbound, out: &mut BytesMut, server: &Metrics, metrics: &ConnMetrics) -> bool {
+/// A written reply's `(xid, zxid)` goes to `written`, for [`ConnMetrics::replies_written`].
+fn encode(
+    message: Outbound,
+    out: &mut BytesMut,
+    metrics: &ConnMetrics,
+    written: &mut Vec<(i32, i64)>,
+) -> bool {
     match message {
         Outbound::Connect {
             response,
@@ -523,8 +532,8 @@ fn encode(message: Outbound, out: &mut BytesMut, server: &Metrics, metrics: &Con
             close_after
         }
         Outbound::Reply { header, body } => {
-            // Counted once written; see write_loop. Here: per-op latency and `cons` fields.
-            metrics.reply_written(server, header.xid, header.zxid);
+            // Counted once written (write_loop): per-op latency and `cons` fields.
+            written.push((header.xid, header.zxid));
             encode_frame(out, |b| {
                 header.encode(b);
                 if header.err == 0 {

@@ -164,11 +164,6 @@ impl Metrics {
         }
     }
 
-    /// One request of `op` answered after `elapsed` (read → reply written).
-    pub fn record_op(&self, op: &'static str, elapsed: Duration) {
-        lock(&self.per_op).entry(op).or_default().observe(elapsed);
-    }
-
     /// One storage flush (a batch's append + fsync) took `elapsed`.
     pub fn record_fsync(&self, elapsed: Duration) {
         lock(&self.fsync).observe(elapsed);
@@ -328,13 +323,17 @@ impl Metrics {
         lock(&self.connections).values().cloned().collect()
     }
 
-    pub fn record_latency(&self, elapsed: Duration) {
-        let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    /// The requests received at `received` were answered at `now`: one lock for the lot.
+    pub fn record_latencies(&self, received: &[Instant], now: Instant) {
         let mut l = lock(&self.latency);
-        l.min_ms = if l.count == 0 { ms } else { l.min_ms.min(ms) };
-        l.max_ms = l.max_ms.max(ms);
-        l.total_ms = l.total_ms.saturating_add(ms);
-        l.count += 1;
+        for at in received {
+            let ms = u64::try_from(now.saturating_duration_since(*at).as_millis())
+                .unwrap_or(u64::MAX);
+            l.min_ms = if l.count == 0 { ms } else { l.min_ms.min(ms) };
+            l.max_ms = l.max_ms.max(ms);
+            l.total_ms = l.total_ms.saturating_add(ms);
+            l.count += 1;
+        }
     }
 
     pub fn latency(&self) -> Latency {
@@ -381,19 +380,39 @@ impl ConnMetrics {
         lock(&self.pending).push_back((op, at));
     }
 
-    /// Requests read and not yet answered.
-    pub fn queued(&self) -> usize {
-        lock(&self.pending).len()
-    }
-
-    /// The reply to the oldest pending request (`xid`, at `zxid`) was written.
-    pub fn reply_written(&self, server: &Metrics, xid: i32, zxid: i64) {
-        let Some((op, at)) = lock(&self.pending).pop_front() else {
+    /// The replies to the oldest `written.len()` pending requests (their `(xid, zxid)`) were
+    /// written by one socket write: each lock is taken once for the lot (this runs per reply
+    /// write, on every connection, so per-reply locking showed in profiles).
+    pub fn replies_written(&self, server: &Metrics, written: &[(i32, i64)]) {
+        let Some(&(xid, zxid)) = written.last() else {
             return;
         };
-        let elapsed = at.elapsed();
-        server.record_op(op, elapsed);
-        lock(&self.latency).record(elapsed);
+        let now = Instant::now();
+        let mut done: Vec<(&'static str, Duration)> = Vec::with_capacity(written.len());
+        {
+            let mut pending = lock(&self.pending);
+            for _ in written {
+                let Some((op, at)) = pending.pop_front() else {
+                    break;
+                };
+                done.push((op, now.saturating_duration_since(at)));
+            }
+        }
+        let Some(&(op, _)) = done.last() else {
+            return;
+        };
+        {
+            let mut per_op = lock(&server.per_op);
+            for (op, elapsed) in &done {
+                per_op.entry(op).or_default().observe(*elapsed);
+            }
+        }
+        {
+            let mut latency = lock(&self.latency);
+            for (_, elapsed) in &done {
+                latency.record(*elapsed);
+            }
+        }
         let at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -403,6 +422,11 @@ impl ConnMetrics {
             zxid,
             at_ms,
         };
+    }
+
+    /// Requests read and not yet answered.
+    pub fn queued(&self) -> usize {
+        lock(&self.pending).len()
     }
 
     /// The latency summary of this connection.

@@ -411,12 +411,9 @@ impl Pipeline {
         if received.is_empty() {
             return;
         }
-        let now = Instant::now();
         let answered = received.len();
-        for received in received.drain(..) {
-            self.metrics
-                .record_latency(now.saturating_duration_since(received));
-        }
+        self.metrics.record_latencies(received, Instant::now());
+        received.clear();
         self.metrics
             .outstanding
             .fetch_sub(i64::try_from(answered).unwrap_or(i64::MAX), Relaxed);
