@@ -327,8 +327,8 @@ impl Metrics {
     pub fn record_latencies(&self, received: &[Instant], now: Instant) {
         let mut l = lock(&self.latency);
         for at in received {
-            let ms = u64::try_from(now.saturating_duration_since(*at).as_millis())
-                .unwrap_or(u64::MAX);
+            let ms =
+                u64::try_from(now.saturating_duration_since(*at).as_millis()).unwrap_or(u64::MAX);
             l.min_ms = if l.count == 0 { ms } else { l.min_ms.min(ms) };
             l.max_ms = l.max_ms.max(ms);
             l.total_ms = l.total_ms.saturating_add(ms);

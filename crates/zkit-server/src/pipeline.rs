@@ -168,6 +168,8 @@ impl Pipeline {
                     }
                     continue;
                 }
+                // Before the requests, so a steady flood cannot starve session expiry.
+                _ = ticker.tick() => self.core.tick(now_ms()),
                 msg = rx.recv(), if room => {
                     let Some(msg) = msg else { break };
                     // One clock read per batch, not per message (the core's time has
@@ -181,7 +183,6 @@ impl Pipeline {
                         }
                     }
                 }
-                _ = ticker.tick() => self.core.tick(now_ms()),
             }
             self.end_batch();
         }
