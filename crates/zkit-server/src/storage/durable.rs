@@ -264,13 +264,13 @@ impl Storage for WalStorage {
         if txns.is_empty() {
             return Box::pin(std::future::ready(Ok(())));
         }
-        let mut buf = BytesMut::new();
-        let batch = txns
+        // One buffer for the whole batch; each record is a (non-allocating) slice of it.
+        let mut buf = BytesMut::with_capacity(txns.len() * 128);
+        let batch: Vec<(i64, bytes::Bytes)> = txns
             .iter()
             .map(|txn| {
-                buf.clear();
                 txn.encode(&mut buf);
-                (txn.zxid, buf.to_vec())
+                (txn.zxid, buf.split().freeze())
             })
             .collect();
         // Queued on the commit thread now, so submission order is call order; the commit
