@@ -364,7 +364,7 @@ impl WatchView {
 
 /// Apache's short op names in `cons` (`FinalRequestProcessor`'s `lastOp`), from zkit's op
 /// names (`metrics::op_name`). Ops Apache answers outside that processor (auth, sasl) never
-/// become the last op; see `ConnMetrics::reply_written`.
+/// become the last op; see `ConnMetrics::replies_written`.
 pub(crate) fn short_op(op: &str) -> &'static str {
     match op {
         "create" | "create2" | "createContainer" | "createTTL" => "CREA",
