@@ -59,21 +59,14 @@ fn create_10k(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let mut tree = DataTree::new(false);
-                tree.create("/bench", None, open_acl(), 0, 0, 1, NOW)
+                tree.create("/bench", None, &open_acl(), 0, 0, 1, NOW)
                     .expect("fresh tree");
                 tree
             },
             |mut tree| {
+                let (value, acl) = (vec![b'x'; 100], open_acl());
                 for (i, path) in paths.iter().enumerate() {
-                    let r = tree.create(
-                        path,
-                        Some(vec![b'x'; 100]),
-                        open_acl(),
-                        0,
-                        1,
-                        2 + i as i64,
-                        NOW,
-                    );
+                    let r = tree.create(path, Some(&value), &acl, 0, 1, 2 + i as i64, NOW);
                     black_box(r).expect("unique paths");
                 }
                 tree

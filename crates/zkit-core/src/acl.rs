@@ -4,6 +4,12 @@
 //! [`check`] is the one permission check (Apache's `ZooKeeperServer.checkACL`): every op calls
 //! it with the permission Apache requires, and so does watch delivery (CVE-2024-23944 /
 //! ZOOKEEPER-4799: an event reaches a watcher only if its connection may READ the node).
+//!
+//! [`AclTable`] interns the ACL lists of the tree (Apache's `ReferenceCountedACLCache`): a
+//! million nodes sharing one list store one copy and a 4-byte id each.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use sha1::{Digest as _, Sha1};
@@ -197,10 +203,176 @@ pub fn user_of(id: &Id) -> String {
     }
 }
 
+/// One interned list and the number of nodes using it.
+#[derive(Debug, Clone)]
+struct AclEntry {
+    list: Arc<[Acl]>,
+    refs: u64,
+}
+
+/// Interned ACL lists with reference counts (Apache's `ReferenceCountedACLCache`). Ids are
+/// reused once a list has no node left; a snapshot stores the table with its ids and restore
+/// recounts the references from the nodes, so a stale count can never survive a restart.
+#[derive(Debug, Clone, Default)]
+pub struct AclTable {
+    entries: Vec<Option<AclEntry>>,
+    free: Vec<u32>,
+    by_list: HashMap<Arc<[Acl]>, u32>,
+}
+
+impl AclTable {
+    /// The id of `list`, adding it if new, and counts one more reference to it.
+    pub fn intern(&mut self, list: &[Acl]) -> u32 {
+        if let Some(&id) = self.by_list.get(list) {
+            if let Some(Some(e)) = self.entries.get_mut(id as usize) {
+                e.refs += 1;
+            }
+            return id;
+        }
+        let list: Arc<[Acl]> = list.into();
+        let entry = AclEntry {
+            list: list.clone(),
+            refs: 1,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.entries[id as usize] = Some(entry);
+                id
+            }
+            None => {
+                // More than 4 billion distinct lists cannot be held in memory anyway.
+                let id = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
+                self.entries.push(Some(entry));
+                id
+            }
+        };
+        self.by_list.insert(list, id);
+        id
+    }
+
+    /// Drops one reference to `id`; the list is forgotten when none is left.
+    pub fn release(&mut self, id: u32) {
+        let Some(slot) = self.entries.get_mut(id as usize) else {
+            return;
+        };
+        let Some(e) = slot else { return };
+        e.refs = e.refs.saturating_sub(1);
+        if e.refs == 0 {
+            if let Some(e) = slot.take() {
+                self.by_list.remove(&e.list);
+            }
+            self.free.push(id);
+        }
+    }
+
+    /// The list with id `id` (empty if unknown, which the tree never asks for).
+    pub fn get(&self, id: u32) -> &Arc<[Acl]> {
+        static EMPTY: std::sync::OnceLock<Arc<[Acl]>> = std::sync::OnceLock::new();
+        match self.entries.get(id as usize) {
+            Some(Some(e)) => &e.list,
+            _ => EMPTY.get_or_init(|| Arc::from(Vec::new())),
+        }
+    }
+
+    /// Whether `id` names a list.
+    pub fn contains(&self, id: u32) -> bool {
+        matches!(self.entries.get(id as usize), Some(Some(_)))
+    }
+
+    /// References to `id` (0 if unknown).
+    pub fn refs(&self, id: u32) -> u64 {
+        match self.entries.get(id as usize) {
+            Some(Some(e)) => e.refs,
+            _ => 0,
+        }
+    }
+
+    /// Number of distinct lists.
+    pub fn len(&self) -> usize {
+        self.by_list.len()
+    }
+
+    /// Whether no list is interned.
+    pub fn is_empty(&self) -> bool {
+        self.by_list.is_empty()
+    }
+
+    /// Every (id, list), by id (what a snapshot stores).
+    pub fn entries(&self) -> impl Iterator<Item = (u32, &Arc<[Acl]>)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|e| (i as u32, &e.list)))
+    }
+
+    /// Restore: adds `list` with no references yet and returns its id (ids are renumbered
+    /// densely on restore, so an id read from a file never sizes anything). `None` if the list
+    /// is already present (a snapshot never holds a list twice).
+    pub(crate) fn insert_unreferenced(&mut self, list: Vec<Acl>) -> Option<u32> {
+        let list: Arc<[Acl]> = list.into();
+        if self.by_list.contains_key(&list) {
+            return None;
+        }
+        let id = u32::try_from(self.entries.len()).ok()?;
+        self.entries.push(Some(AclEntry {
+            list: list.clone(),
+            refs: 0,
+        }));
+        self.by_list.insert(list, id);
+        Some(id)
+    }
+
+    /// Restore: counts one reference to a known `id`.
+    pub(crate) fn add_ref(&mut self, id: u32) {
+        if let Some(Some(e)) = self.entries.get_mut(id as usize) {
+            e.refs += 1;
+        }
+    }
+
+    /// Restore: forgets lists no node uses and rebuilds the free-id list.
+    pub(crate) fn purge_unused(&mut self) {
+        self.free.clear();
+        for (i, slot) in self.entries.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(|e| e.refs == 0) {
+                if let Some(e) = slot.take() {
+                    self.by_list.remove(&e.list);
+                }
+            }
+            if slot.is_none() {
+                self.free.push(i as u32);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use zkit_proto::op::perms;
+
+    #[test]
+    fn acl_table_counts_and_reuses_ids() {
+        let mut t = AclTable::default();
+        let open = [acl("world", "anyone")];
+        let alice = [acl("digest", "alice:h")];
+        let a = t.intern(&open);
+        assert_eq!(t.intern(&open), a);
+        let b = t.intern(&alice);
+        assert_ne!(a, b);
+        assert_eq!((t.refs(a), t.refs(b), t.len()), (2, 1, 2));
+        t.release(b);
+        assert!(!t.contains(b));
+        assert_eq!(t.len(), 1);
+        // The freed id is reused for the next new list.
+        let c = t.intern(&[acl("ip", "10.0.0.1")]);
+        assert_eq!(c, b);
+        t.release(a);
+        assert_eq!(&**t.get(a), &open[..]);
+        t.release(a);
+        assert!(t.get(a).is_empty());
+        // Releasing an unknown id is harmless.
+        t.release(999);
+    }
 
     fn acl(scheme: &str, id: &str) -> Acl {
         Acl {

@@ -23,13 +23,15 @@
 //!
 //! # Layout
 //! - [`path`]: `PathUtils.validatePath` and the parent/name split.
-//! - [`tree`]: the data tree, stats, ephemeral/container/TTL indexes, primitive mutations.
+//! - [`tree`]: the data tree (compact shared node records, path index, interned ACLs), stats,
+//!   ephemeral/container/TTL indexes, primitive mutations, copy-on-write captures.
 //! - [`session`]: session ids, expiry rounding.
 //! - [`watch`]: watch tables (one-shot, persistent, persistent-recursive).
 //! - [`acl`]: ACL fix-up, digest ids, the permission check (ops and watch delivery).
 //! - `prep`: request → [`TxnOp`] validation in Apache's check order, with a multi overlay.
 //! - [`txn`]: [`Txn`]/[`TxnOp`] and their binary encoding.
-//! - `snapshot`: [`Core::snapshot`], [`Core::restore`], [`Core::dump`].
+//! - `snapshot`: [`Core::snapshot_capture`] (cheap, then serialized off the caller's path),
+//!   [`Core::snapshot`], [`Core::restore`], [`Core::dump`].
 //! - this file: [`Core`], which dispatches requests, applies txns, fires watches and queues
 //!   the messages.
 #![forbid(unsafe_code)]
@@ -57,7 +59,7 @@ use crate::session::Session;
 use crate::tree::DataTree;
 use crate::watch::WatchTable;
 
-pub use crate::snapshot::RestoreError;
+pub use crate::snapshot::{RestoreError, SnapshotCapture};
 pub use crate::txn::{Txn, TxnOp};
 
 /// A connection, named by the shell. Unique for the life of the server.
@@ -661,7 +663,7 @@ impl Core {
                 match self.tree.get(&path) {
                     None => self.reply_err(conn, xid, ErrorCode::NoNode),
                     Some(n) => {
-                        let acl = n.acl.clone();
+                        let acl = n.acl().to_vec();
                         let stat = n.stat(self.config.extended_types);
                         if let Err(e) = acl::check(
                             &acl,
@@ -882,7 +884,7 @@ impl Core {
                 let Some(node) = self.tree.get(&path) else {
                     return self.reply_err(conn, xid, ErrorCode::NoNode);
                 };
-                if let Err(e) = acl::check(&node.acl, zkit_proto::op::perms::READ, &auth) {
+                if let Err(e) = acl::check(node.acl(), zkit_proto::op::perms::READ, &auth) {
                     return self.reply_err(conn, xid, e);
                 }
                 let n = i32::try_from(self.tree.descendant_count(&path)).unwrap_or(i32::MAX);
@@ -910,8 +912,11 @@ impl Core {
     ) -> Result<(Option<Vec<u8>>, Stat), ErrorCode> {
         let auth = self.auth_info(conn);
         let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&n.acl, zkit_proto::op::perms::READ, &auth)?;
-        let out = (n.data.clone(), n.stat(self.config.extended_types));
+        acl::check(n.acl(), zkit_proto::op::perms::READ, &auth)?;
+        let out = (
+            n.data().map(<[u8]>::to_vec),
+            n.stat(self.config.extended_types),
+        );
         if watch {
             self.data_watches.add(path, conn, watch::STANDARD);
         }
@@ -926,9 +931,9 @@ impl Core {
     ) -> Result<(Vec<String>, Stat), ErrorCode> {
         let auth = self.auth_info(conn);
         let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&n.acl, zkit_proto::op::perms::READ, &auth)?;
+        acl::check(n.acl(), zkit_proto::op::perms::READ, &auth)?;
         let out = (
-            n.children.iter().cloned().collect(),
+            n.children().into_iter().map(str::to_owned).collect(),
             n.stat(self.config.extended_types),
         );
         if watch {
@@ -1275,7 +1280,7 @@ impl Core {
         for path in self.tree.containers() {
             if let Some(n) = self.tree.get(path) {
                 // Stored cversion > 0: it has had a child, so a fresh container survives.
-                if n.children.is_empty() && n.cversion > 0 {
+                if n.num_children() == 0 && n.cversion > 0 {
                     candidates.insert(path.clone());
                 }
             }
@@ -1285,7 +1290,7 @@ impl Core {
                 if let tree::EphemeralType::Ttl(ttl) =
                     tree::EphemeralType::of(n.ephemeral_owner, self.config.extended_types)
                 {
-                    if n.children.is_empty() && ttl != 0 && now.saturating_sub(n.mtime) > ttl {
+                    if n.num_children() == 0 && ttl != 0 && now.saturating_sub(n.mtime) > ttl {
                         candidates.insert(path.clone());
                     }
                 }
@@ -1373,8 +1378,8 @@ impl Core {
                 parent_cversion,
             } => match self.tree.create(
                 path,
-                data.clone(),
-                acl.clone(),
+                data.as_deref(),
+                acl,
                 *ephemeral_owner,
                 *parent_cversion,
                 zxid,
@@ -1404,7 +1409,7 @@ impl Core {
             } => {
                 match self
                     .tree
-                    .set_data(path, data.clone(), *version, zxid, txn.time)
+                    .set_data(path, data.as_deref(), *version, zxid, txn.time)
                 {
                     Ok(stat) => {
                         let acl = self.acl_of(path);
@@ -1414,12 +1419,10 @@ impl Core {
                     Err(e) => OpOutcome::err(e),
                 }
             }
-            TxnOp::SetAcl { path, acl, version } => {
-                match self.tree.set_acl(path, acl.clone(), *version) {
-                    Ok(stat) => OpOutcome::ok(path, Some(stat)),
-                    Err(e) => OpOutcome::err(e),
-                }
-            }
+            TxnOp::SetAcl { path, acl, version } => match self.tree.set_acl(path, acl, *version) {
+                Ok(stat) => OpOutcome::ok(path, Some(stat)),
+                Err(e) => OpOutcome::err(e),
+            },
             TxnOp::Check { path, .. } => match self.tree.stat(path) {
                 Some(stat) => OpOutcome::ok(path, Some(stat)),
                 None => OpOutcome::err(ErrorCode::NoNode),
@@ -1439,12 +1442,12 @@ impl Core {
         }
     }
 
-    /// The ACL of `path` (empty when absent), captured for watch delivery.
-    fn acl_of(&self, path: &str) -> Vec<zkit_proto::Acl> {
+    /// The ACL of `path` (empty when absent), captured for watch delivery. Shared with the
+    /// tree's ACL table: no copy of the list.
+    fn acl_of(&self, path: &str) -> std::sync::Arc<[zkit_proto::Acl]> {
         self.tree
             .get(path)
-            .map(|n| n.acl.clone())
-            .unwrap_or_default()
+            .map_or_else(|| std::sync::Arc::from(Vec::new()), |n| n.acl_shared())
     }
 
     /// Fires `event_type` on `path` in the data and/or child table, one event per connection.

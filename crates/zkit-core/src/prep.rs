@@ -105,9 +105,9 @@ impl<'a> Overlay<'a> {
             version: n.version,
             aversion: n.aversion,
             cversion: n.cversion,
-            child_count: n.children.len(),
+            child_count: n.num_children(),
             owner: n.ephemeral_owner,
-            acl: n.acl.clone(),
+            acl: n.acl().to_vec(),
         })
     }
 

@@ -4,12 +4,34 @@
 //! Mutations here trust that prep validated the request; they still refuse (with an error code,
 //! never a panic) anything that would break the tree's invariants, so a corrupt WAL cannot
 //! crash recovery. Watches are not this module's business: the caller fires them.
+//!
+//! # Representation
+//! Sized for millions of nodes (issue 8: a 1,000,000-node tree in a quarter of Apache's RSS)
+//! and for snapshots that do not stop writes (issue 3):
+//! - every node is one shared [`record`] (stat, ACL id, path, data in one allocation) in an
+//!   arena indexed by a `u32` node id; freed ids are reused;
+//! - a path index (a hash table of ids, hashed by the path stored in the record itself, so
+//!   each path is stored once);
+//! - children as a hash set of ids per parent (outside the records: a child create or delete
+//!   never copies a sibling list, and deleting one of a million children is O(1));
+//! - ACL lists interned in an [`AclTable`] with reference counts;
+//! - a [`Capture`] of the tree is a clone of the arena (reference-count bumps), after which a
+//!   mutation copies only the record it touches (`Arc` copy-on-write).
 
-use std::collections::{BTreeMap, BTreeSet};
+mod record;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+
+use hashbrown::HashTable;
 use zkit_proto::{op::perms, Acl, ErrorCode, Id, Stat};
 
+use crate::acl::AclTable;
 use crate::path::{self, CONFIG_PATH, PROC_PATH, QUOTA_PATH};
+
+pub use record::Meta;
+use record::Record;
 
 /// `EphemeralType.CONTAINER_EPHEMERAL_OWNER`: the ephemeralOwner of container nodes.
 pub const CONTAINER_OWNER: i64 = i64::MIN;
@@ -67,90 +89,209 @@ pub fn open_acl() -> Vec<Acl> {
     }]
 }
 
-/// One znode. `cversion` is the *stored* one: the number of child creates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
-    /// Data; `None` when created or set with a null buffer (Apache keeps the null and
-    /// getData returns it; dataLength is 0).
-    pub data: Option<Vec<u8>>,
-    /// ACL as stored (after fix-up).
-    pub acl: Vec<Acl>,
-    /// Creating zxid.
-    pub czxid: i64,
-    /// Last data-modifying zxid.
-    pub mzxid: i64,
-    /// Creation time.
-    pub ctime: i64,
-    /// Last data modification time.
-    pub mtime: i64,
-    /// Data version.
-    pub version: i32,
-    /// Stored cversion: child creates.
-    pub cversion: i32,
-    /// ACL version.
-    pub aversion: i32,
-    /// Raw ephemeralOwner (session, container marker or TTL encoding).
-    pub ephemeral_owner: i64,
-    /// Last child create/delete zxid.
-    pub pzxid: i64,
-    /// Child names.
-    pub children: BTreeSet<String>,
+/// One znode as read from the tree: its stored stat (cversion is the *stored* one: the
+/// number of child creates), path, data, ACL and children. A cheap view; it borrows the tree.
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    /// Stored stat fields and ACL id.
+    pub meta: Meta,
+    path: &'a str,
+    data: Option<&'a [u8]>,
+    acl: &'a Arc<[Acl]>,
+    children: Option<&'a ChildSet>,
+    slots: &'a [Option<Record>],
 }
 
-impl Node {
-    fn new(data: Option<Vec<u8>>, acl: Vec<Acl>, owner: i64, zxid: i64, time: i64) -> Node {
-        Node {
-            data,
-            acl,
-            czxid: zxid,
-            mzxid: zxid,
-            ctime: time,
-            mtime: time,
-            version: 0,
-            cversion: 0,
-            aversion: 0,
-            ephemeral_owner: owner,
-            pzxid: zxid,
-            children: BTreeSet::new(),
-        }
+impl std::fmt::Debug for Node<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("path", &self.path)
+            .field("meta", &self.meta)
+            .field("data_len", &self.data_len())
+            .field("acl", &self.acl)
+            .field("num_children", &self.num_children())
+            .finish()
+    }
+}
+
+impl<'a> std::ops::Deref for Node<'a> {
+    type Target = Meta;
+
+    /// The stat fields read as `node.czxid`, `node.cversion`, ….
+    fn deref(&self) -> &Meta {
+        &self.meta
+    }
+}
+
+impl<'a> Node<'a> {
+    /// Its path.
+    pub fn path(&self) -> &'a str {
+        self.path
+    }
+
+    /// Data; `None` when created or set with a null buffer (Apache keeps the null and
+    /// getData returns it; dataLength is 0).
+    pub fn data(&self) -> Option<&'a [u8]> {
+        self.data
     }
 
     /// Data length; 0 for null data (`DataNode.copyStat`: `data == null ? 0 : data.length`).
     pub fn data_len(&self) -> usize {
-        self.data.as_ref().map_or(0, Vec::len)
+        self.data.map_or(0, <[u8]>::len)
+    }
+
+    /// ACL as stored (after fix-up).
+    pub fn acl(&self) -> &'a [Acl] {
+        self.acl
+    }
+
+    /// The ACL, shared (no copy of the list).
+    pub fn acl_shared(&self) -> Arc<[Acl]> {
+        self.acl.clone()
+    }
+
+    /// Number of children.
+    pub fn num_children(&self) -> usize {
+        self.children.map_or(0, HashTable::len)
+    }
+
+    /// Child names, sorted (Apache returns its hash-set order, which is unspecified).
+    pub fn children(&self) -> Vec<&'a str> {
+        let slots = self.slots;
+        let mut names: Vec<&'a str> = self
+            .children
+            .into_iter()
+            .flat_map(HashTable::iter)
+            .map(|&id| path::name_of(slot_path(slots, id)))
+            .collect();
+        names.sort_unstable();
+        names
     }
 
     /// The client-visible stat (`DataNode.copyStat`): cversion = 2 × stored − numChildren,
     /// ephemeralOwner 0 unless a real ephemeral.
     pub fn stat(&self, extended_types: bool) -> Stat {
-        let num_children = i32::try_from(self.children.len()).unwrap_or(i32::MAX);
-        Stat {
-            czxid: self.czxid,
-            mzxid: self.mzxid,
-            ctime: self.ctime,
-            mtime: self.mtime,
-            version: self.version,
-            cversion: self.cversion.wrapping_mul(2).wrapping_sub(num_children),
-            aversion: self.aversion,
-            ephemeral_owner: match EphemeralType::of(self.ephemeral_owner, extended_types) {
-                EphemeralType::Normal(s) => s,
-                _ => 0,
-            },
-            data_length: i32::try_from(self.data_len()).unwrap_or(i32::MAX),
-            num_children,
-            pzxid: self.pzxid,
-        }
+        stat_of(
+            &self.meta,
+            self.data_len(),
+            self.num_children(),
+            extended_types,
+        )
+    }
+}
+
+fn stat_of(m: &Meta, data_len: usize, children: usize, extended_types: bool) -> Stat {
+    let num_children = i32::try_from(children).unwrap_or(i32::MAX);
+    Stat {
+        czxid: m.czxid,
+        mzxid: m.mzxid,
+        ctime: m.ctime,
+        mtime: m.mtime,
+        version: m.version,
+        cversion: m.cversion.wrapping_mul(2).wrapping_sub(num_children),
+        aversion: m.aversion,
+        ephemeral_owner: match EphemeralType::of(m.ephemeral_owner, extended_types) {
+            EphemeralType::Normal(s) => s,
+            _ => 0,
+        },
+        data_length: i32::try_from(data_len).unwrap_or(i32::MAX),
+        num_children,
+        pzxid: m.pzxid,
+    }
+}
+
+/// A parent's children: node ids, hashed by id.
+type ChildSet = HashTable<u32>;
+
+/// Hash of a node id in a [`ChildSet`]: ids are small consecutive integers chosen by the tree
+/// (never by a client), so a multiplicative mix spreads them perfectly.
+fn id_hash(id: u32) -> u64 {
+    u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The path of the node in slot `id` ("" for a free slot, which no index entry points to).
+fn slot_path(slots: &[Option<Record>], id: u32) -> &str {
+    match slots.get(id as usize) {
+        Some(Some(rec)) => record::path(rec),
+        _ => "",
+    }
+}
+
+/// The path bytes of the node in slot `id`: what the index hashes and compares.
+fn slot_key(slots: &[Option<Record>], id: u32) -> &[u8] {
+    match slots.get(id as usize) {
+        Some(Some(rec)) => record::path_bytes(rec),
+        _ => b"",
+    }
+}
+
+/// The path index lookup, as a function of the fields it needs (so callers can hold other
+/// fields mutably). `hash` is the tree hasher's hash of `path` as bytes.
+fn lookup(index: &HashTable<u32>, slots: &[Option<Record>], hash: u64, path: &[u8]) -> Option<u32> {
+    index.find(hash, |&id| slot_key(slots, id) == path).copied()
+}
+
+/// The parent of a path given as bytes (see [`path::parent_of`]).
+fn parent_bytes(p: &[u8]) -> Option<&[u8]> {
+    let i = p.iter().rposition(|&c| c == b'/')?;
+    Some(if i == 0 { b"/" } else { &p[..i] })
+}
+
+/// A point-in-time copy of the tree for a snapshot: the records (shared with the tree) and
+/// the ACL lists. Taking one costs a reference-count increment per node; it is `Send` and
+/// `'static`, so it can be written out on another thread while the tree moves on.
+#[derive(Clone)]
+pub struct Capture {
+    /// Records by node id (free slots are `None`).
+    pub(crate) records: Vec<Option<Arc<[u8]>>>,
+    /// The ACL table: (id, list).
+    pub(crate) acls: Vec<(u32, Arc<[Acl]>)>,
+    /// Live nodes.
+    pub(crate) count: usize,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not every record: a capture may hold millions.
+        f.debug_struct("Capture")
+            .field("nodes", &self.count)
+            .field("acl_lists", &self.acls.len())
+            .finish()
     }
 }
 
 /// The tree and its indexes.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataTree {
-    nodes: BTreeMap<String, Node>,
+    /// Node records by id; `None` is a free id (listed in `free`).
+    slots: Vec<Option<Record>>,
+    free: Vec<u32>,
+    /// Path → id, hashed by `hasher` over the path inside the record.
+    index: HashTable<u32>,
+    /// Keyed (SipHash) so clients cannot choose colliding paths.
+    hasher: RandomState,
+    /// Parent id → child ids (only parents that have children).
+    children: HashMap<u32, ChildSet>,
+    acls: AclTable,
     ephemerals: BTreeMap<i64, BTreeSet<String>>,
     containers: BTreeSet<String>,
     ttls: BTreeSet<String>,
+    /// Sum of path and data lengths, kept up to date (`approximateDataSize`).
+    data_size: u64,
     extended_types: bool,
+}
+
+impl std::fmt::Debug for DataTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not every node: a tree may hold millions.
+        f.debug_struct("DataTree")
+            .field("nodes", &self.len())
+            .field("acl_lists", &self.acls.len())
+            .field("ephemerals", &self.ephemeral_count())
+            .field("containers", &self.containers.len())
+            .field("ttls", &self.ttls.len())
+            .field("extended_types", &self.extended_types)
+            .finish()
+    }
 }
 
 impl DataTree {
@@ -158,28 +299,29 @@ impl DataTree {
     /// Apache's initial stats: all zero, except `/zookeeper/config`, whose ACL is
     /// world:anyone READ set with version -1 (ZOOKEEPER-2014), leaving its aversion at -1.
     pub fn new(extended_types: bool) -> DataTree {
-        let mut nodes = BTreeMap::new();
-        let blank = |children: &[&str]| Node {
-            children: children.iter().map(|c| (*c).to_owned()).collect(),
-            ..Node::new(Some(Vec::new()), open_acl(), 0, 0, 0)
-        };
-        nodes.insert("/".to_owned(), blank(&["zookeeper"]));
-        nodes.insert(PROC_PATH.to_owned(), blank(&["quota", "config"]));
-        nodes.insert(QUOTA_PATH.to_owned(), blank(&[]));
-        let mut config = blank(&[]);
-        config.acl = vec![Acl {
+        let mut tree = DataTree::empty(extended_types);
+        for p in ["/", PROC_PATH, QUOTA_PATH] {
+            let meta = Meta {
+                acl: tree.acls.intern(&open_acl()),
+                ..Meta::default()
+            };
+            let hash = tree.hash(p);
+            tree.insert_unlinked(record::encode(&meta, p, Some(&[])), hash);
+        }
+        let config_acl = tree.acls.intern(&[Acl {
             perms: perms::READ,
             ..open_acl().remove(0)
-        }];
-        config.aversion = -1;
-        nodes.insert(CONFIG_PATH.to_owned(), config);
-        DataTree {
-            nodes,
-            ephemerals: BTreeMap::new(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
-            extended_types,
-        }
+        }]);
+        let config = Meta {
+            acl: config_acl,
+            aversion: -1,
+            ..Meta::default()
+        };
+        let hash = tree.hash(CONFIG_PATH);
+        tree.insert_unlinked(record::encode(&config, CONFIG_PATH, Some(&[])), hash);
+        // Cannot fail: the four paths form a tree.
+        let _ = tree.link_all();
+        tree
     }
 
     /// Whether TTL owners are recognised.
@@ -187,9 +329,30 @@ impl DataTree {
         self.extended_types
     }
 
+    fn hash(&self, path: &str) -> u64 {
+        self.hasher.hash_one(path.as_bytes())
+    }
+
+    fn find(&self, path: &str) -> Option<u32> {
+        lookup(&self.index, &self.slots, self.hash(path), path.as_bytes())
+    }
+
+    fn node_at(&self, id: u32) -> Option<Node<'_>> {
+        let rec = self.slots.get(id as usize)?.as_ref()?;
+        let (path, data, meta) = record::parts(rec);
+        Some(Node {
+            meta,
+            path,
+            data,
+            acl: self.acls.get(meta.acl),
+            children: self.children.get(&id),
+            slots: &self.slots,
+        })
+    }
+
     /// The node at `path`.
-    pub fn get(&self, path: &str) -> Option<&Node> {
-        self.nodes.get(path)
+    pub fn get(&self, path: &str) -> Option<Node<'_>> {
+        self.node_at(self.find(path)?)
     }
 
     /// Client-visible stat of `path`.
@@ -197,19 +360,32 @@ impl DataTree {
         self.get(path).map(|n| n.stat(self.extended_types))
     }
 
-    /// All nodes, in path order.
-    pub fn nodes(&self) -> impl Iterator<Item = (&String, &Node)> {
-        self.nodes.iter()
+    /// All nodes, in path order. Sorts every path: O(n log n), for dumps and tests.
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, Node<'_>)> {
+        let mut all: Vec<(&str, u32)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(id, r)| r.as_ref().map(|r| (record::path(r), id as u32)))
+            .collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all.into_iter()
+            .filter_map(|(p, id)| self.node_at(id).map(|n| (p, n)))
     }
 
     /// Number of nodes (each path once).
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.index.len()
     }
 
     /// Never true: the root always exists.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.index.is_empty()
+    }
+
+    /// The interned ACL lists (with reference counts).
+    pub fn acl_table(&self) -> &AclTable {
+        &self.acls
     }
 
     /// Ephemeral paths of `session`, sorted.
@@ -235,27 +411,31 @@ impl DataTree {
         &self.ttls
     }
 
-    /// Number of descendants of `path` (`DataTree.getAllChildrenNumber`).
+    /// Number of descendants of `path` (`DataTree.getAllChildrenNumber`); 0 if it is absent.
     pub fn descendant_count(&self, path: &str) -> usize {
         if path == "/" {
-            return self.nodes.len().saturating_sub(1);
+            return self.len().saturating_sub(1);
         }
-        let prefix = format!("{path}/");
-        self.nodes
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .count()
+        let Some(id) = self.find(path) else {
+            return 0;
+        };
+        let mut count = 0;
+        let mut stack = vec![id];
+        while let Some(id) = stack.pop() {
+            if let Some(kids) = self.children.get(&id) {
+                count += kids.len();
+                stack.extend(kids.iter().copied());
+            }
+        }
+        count
     }
 
     /// Sum of path and data lengths (`DataTree.approximateDataSize`).
     pub fn approximate_data_size(&self) -> u64 {
-        self.nodes
-            .iter()
-            .map(|(k, n)| (k.len() + n.data_len()) as u64)
-            .sum()
+        self.data_size
     }
 
-    fn index(&mut self, path: &str, owner: i64) {
+    fn index_owner(&mut self, path: &str, owner: i64) {
         match EphemeralType::of(owner, self.extended_types) {
             EphemeralType::Container => {
                 self.containers.insert(path.to_owned());
@@ -273,7 +453,7 @@ impl DataTree {
         }
     }
 
-    fn unindex(&mut self, path: &str, owner: i64) {
+    fn unindex_owner(&mut self, path: &str, owner: i64) {
         self.containers.remove(path);
         self.ttls.remove(path);
         if let Some(set) = self.ephemerals.get_mut(&owner) {
@@ -284,34 +464,111 @@ impl DataTree {
         }
     }
 
+    /// Puts a record in a free slot and the path index (not yet under its parent). The caller
+    /// checked that its path (whose hash is `hash`) is new and its ACL id is counted.
+    fn insert_unlinked(&mut self, rec: Record, hash: u64) -> u32 {
+        let (path, data, meta) = record::parts(&rec);
+        self.data_size += (path.len() + data.map_or(0, <[u8]>::len)) as u64;
+        let owner = meta.ephemeral_owner;
+        // Only ephemeral, container and TTL nodes are indexed by path.
+        let indexed = (!matches!(
+            EphemeralType::of(owner, self.extended_types),
+            EphemeralType::Void
+        ))
+        .then(|| path.to_owned());
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(rec);
+                id
+            }
+            None => {
+                // 4 billion nodes do not fit in memory: the arena never gets there.
+                let id = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
+                self.slots.push(Some(rec));
+                id
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.index
+            .insert_unique(hash, id, |&i| hasher.hash_one(slot_key(slots, i)));
+        if let Some(path) = indexed {
+            self.index_owner(&path, owner);
+        }
+        id
+    }
+
+    fn link(&mut self, parent: u32, child: u32) {
+        self.children
+            .entry(parent)
+            .or_default()
+            .insert_unique(id_hash(child), child, |&c| id_hash(c));
+    }
+
+    /// Links every node under its parent (restore): errors on a node without parent or a
+    /// missing root.
+    fn link_all(&mut self) -> Result<(), String> {
+        if self.find("/").is_none() {
+            return Err("no root".into());
+        }
+        let mut pairs = Vec::with_capacity(self.len());
+        for (id, rec) in self.slots.iter().enumerate() {
+            let Some(rec) = rec else { continue };
+            let p = record::path_bytes(rec);
+            if p == b"/" {
+                continue;
+            }
+            let parent = parent_bytes(p).unwrap_or(b"/");
+            let hash = self.hasher.hash_one(parent);
+            let pid = lookup(&self.index, &self.slots, hash, parent)
+                .ok_or_else(|| format!("{} has no parent", record::path(rec)))?;
+            pairs.push((pid, id as u32));
+        }
+        for (pid, id) in pairs {
+            self.link(pid, id);
+        }
+        Ok(())
+    }
+
     /// `DataTree.createNode`: the parent's stored cversion becomes `parent_cversion` (and its
     /// pzxid `zxid`) only if that is larger, as Apache does for fuzzy-snapshot replay.
     #[allow(clippy::too_many_arguments)] // mirrors DataTree.createNode
     pub fn create(
         &mut self,
         path: &str,
-        data: Option<Vec<u8>>,
-        acl: Vec<Acl>,
+        data: Option<&[u8]>,
+        acl: &[Acl],
         owner: i64,
         parent_cversion: i32,
         zxid: i64,
         time: i64,
     ) -> Result<Stat, ErrorCode> {
-        if path == "/" || self.nodes.contains_key(path) {
+        let hash = self.hash(path);
+        if path == "/" || lookup(&self.index, &self.slots, hash, path.as_bytes()).is_some() {
             return Err(ErrorCode::NodeExists);
         }
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
-        let name = path::name_of(path);
-        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
-        if parent_cversion > parent.cversion {
-            parent.cversion = parent_cversion;
-            parent.pzxid = zxid;
+        let parent = self.find(parent_path).ok_or(ErrorCode::NoNode)?;
+        if let Some(Some(prec)) = self.slots.get_mut(parent as usize) {
+            let mut pm = record::meta(prec);
+            if parent_cversion > pm.cversion {
+                pm.cversion = parent_cversion;
+                pm.pzxid = zxid;
+                record::set_meta(prec, &pm);
+            }
         }
-        parent.children.insert(name.to_owned());
-        let node = Node::new(data, acl, owner, zxid, time);
-        let stat = node.stat(self.extended_types);
-        self.nodes.insert(path.to_owned(), node);
-        self.index(path, owner);
+        let meta = Meta {
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: time,
+            mtime: time,
+            pzxid: zxid,
+            ephemeral_owner: owner,
+            acl: self.acls.intern(acl),
+            ..Meta::default()
+        };
+        let stat = stat_of(&meta, data.map_or(0, <[u8]>::len), 0, self.extended_types);
+        let id = self.insert_unlinked(record::encode(&meta, path, data), hash);
+        self.link(parent, id);
         Ok(stat)
     }
 
@@ -320,19 +577,44 @@ impl DataTree {
         if path::is_special(path) {
             return Err(ErrorCode::BadArguments);
         }
-        let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
-        if !node.children.is_empty() {
+        let hash = self.hash(path);
+        let id =
+            lookup(&self.index, &self.slots, hash, path.as_bytes()).ok_or(ErrorCode::NoNode)?;
+        if self.children.get(&id).is_some_and(|c| !c.is_empty()) {
             return Err(ErrorCode::NotEmpty);
         }
-        let owner = node.ephemeral_owner;
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
-        self.nodes.remove(path);
-        self.unindex(path, owner);
-        if let Some(parent) = self.nodes.get_mut(parent_path) {
-            parent.children.remove(path::name_of(path));
-            // Only move pzxid forward (Apache: a higher pzxid from a create must win).
-            if zxid > parent.pzxid {
-                parent.pzxid = zxid;
+        let parent = self.find(parent_path);
+        if let Ok(entry) = self.index.find_entry(hash, |&i| i == id) {
+            entry.remove();
+        }
+        self.children.remove(&id);
+        let Some(rec) = self.slots.get_mut(id as usize).and_then(Option::take) else {
+            return Ok(());
+        };
+        self.free.push(id);
+        let (_, data, meta) = record::parts(&rec);
+        self.data_size = self
+            .data_size
+            .saturating_sub((path.len() + data.map_or(0, <[u8]>::len)) as u64);
+        self.acls.release(meta.acl);
+        self.unindex_owner(path, meta.ephemeral_owner);
+        if let Some(parent) = parent {
+            if let Some(kids) = self.children.get_mut(&parent) {
+                if let Ok(entry) = kids.find_entry(id_hash(id), |&c| c == id) {
+                    entry.remove();
+                }
+                if kids.is_empty() {
+                    self.children.remove(&parent);
+                }
+            }
+            if let Some(Some(prec)) = self.slots.get_mut(parent as usize) {
+                let mut pm = record::meta(prec);
+                // Only move pzxid forward (Apache: a higher pzxid from a create must win).
+                if zxid > pm.pzxid {
+                    pm.pzxid = zxid;
+                    record::set_meta(prec, &pm);
+                }
             }
         }
         Ok(())
@@ -342,54 +624,120 @@ impl DataTree {
     pub fn set_data(
         &mut self,
         path: &str,
-        data: Option<Vec<u8>>,
+        data: Option<&[u8]>,
         version: i32,
         zxid: i64,
         time: i64,
     ) -> Result<Stat, ErrorCode> {
-        let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        node.data = data;
-        node.version = version;
-        node.mzxid = zxid;
-        node.mtime = time;
-        Ok(node.stat(self.extended_types))
+        let id = self.find(path).ok_or(ErrorCode::NoNode)?;
+        let children = self.children.get(&id).map_or(0, HashTable::len);
+        let Some(Some(rec)) = self.slots.get_mut(id as usize) else {
+            return Err(ErrorCode::NoNode);
+        };
+        let (_, old, mut meta) = record::parts(rec);
+        let old_len = old.map_or(0, <[u8]>::len) as u64;
+        meta.version = version;
+        meta.mzxid = zxid;
+        meta.mtime = time;
+        record::set_data(rec, &meta, data);
+        let new_len = data.map_or(0, <[u8]>::len);
+        self.data_size = self.data_size.saturating_sub(old_len) + new_len as u64;
+        Ok(stat_of(&meta, new_len, children, self.extended_types))
     }
 
     /// `DataTree.setACL`.
-    pub fn set_acl(&mut self, path: &str, acl: Vec<Acl>, version: i32) -> Result<Stat, ErrorCode> {
-        let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        node.acl = acl;
-        node.aversion = version;
-        Ok(node.stat(self.extended_types))
+    pub fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
+        let id = self.find(path).ok_or(ErrorCode::NoNode)?;
+        let children = self.children.get(&id).map_or(0, HashTable::len);
+        let Some(Some(rec)) = self.slots.get_mut(id as usize) else {
+            return Err(ErrorCode::NoNode);
+        };
+        let (_, data, mut meta) = record::parts(rec);
+        let data_len = data.map_or(0, <[u8]>::len);
+        // Intern the new list before releasing the old: setting the same list again must not
+        // drop it in between.
+        let old = meta.acl;
+        meta.acl = self.acls.intern(acl);
+        meta.aversion = version;
+        record::set_meta(rec, &meta);
+        self.acls.release(old);
+        Ok(stat_of(&meta, data_len, children, self.extended_types))
     }
 
-    /// Inserts a node wholesale (snapshot restore). The caller inserts parents first.
-    pub(crate) fn restore_node(&mut self, path: String, node: Node) {
-        let owner = node.ephemeral_owner;
-        self.nodes.insert(path.clone(), node);
-        self.index(&path, owner);
-    }
-
-    /// Adds `name` to `parent`'s children (snapshot restore); false if the parent is missing.
-    pub(crate) fn link_child(&mut self, parent: &str, name: &str) -> bool {
-        match self.nodes.get_mut(parent) {
-            Some(n) => {
-                n.children.insert(name.to_owned());
-                true
-            }
-            None => false,
+    /// A point-in-time copy for a snapshot (cheap: see [`Capture`]).
+    pub fn capture(&self) -> Capture {
+        Capture {
+            records: self.slots.clone(),
+            acls: self.acls.entries().map(|(id, l)| (id, l.clone())).collect(),
+            count: self.len(),
         }
     }
 
     /// An empty tree without even the root (snapshot restore fills it).
     pub(crate) fn empty(extended_types: bool) -> DataTree {
         DataTree {
-            nodes: BTreeMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            hasher: RandomState::new(),
+            children: HashMap::new(),
+            acls: AclTable::default(),
             ephemerals: BTreeMap::new(),
             containers: BTreeSet::new(),
             ttls: BTreeSet::new(),
+            data_size: 0,
             extended_types,
         }
+    }
+
+    /// Restore: room for `nodes` nodes.
+    pub(crate) fn reserve(&mut self, nodes: usize) {
+        self.slots.reserve(nodes);
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.index
+            .reserve(nodes, |&i| hasher.hash_one(slot_key(slots, i)));
+    }
+
+    /// Restore: an ACL list; returns the id it gets in this tree.
+    pub(crate) fn restore_acl(&mut self, list: Vec<Acl>) -> Result<u32, String> {
+        self.acls
+            .insert_unreferenced(list)
+            .ok_or_else(|| "an ACL list appears twice".to_owned())
+    }
+
+    /// Restore: one untrusted record (validated here), not yet linked to its parent.
+    /// `acl_ids` maps the snapshot's ACL ids to [`DataTree::restore_acl`]'s.
+    pub(crate) fn restore_record(
+        &mut self,
+        bytes: &[u8],
+        acl_ids: &HashMap<u32, u32>,
+    ) -> Result<(), String> {
+        record::check(bytes).map_err(str::to_owned)?;
+        let (p, _, meta) = record::parts(bytes);
+        if p != "/" && path::validate_path(p).is_err() {
+            return Err(format!("invalid path {p:?}"));
+        }
+        let acl = *acl_ids
+            .get(&meta.acl)
+            .ok_or_else(|| format!("{p} has an unknown ACL id {}", meta.acl))?;
+        let hash = self.hash(p);
+        if lookup(&self.index, &self.slots, hash, p.as_bytes()).is_some() {
+            return Err(format!("duplicate path {p}"));
+        }
+        let mut rec: Record = Arc::from(bytes);
+        if acl != meta.acl {
+            record::set_meta(&mut rec, &Meta { acl, ..meta });
+        }
+        self.acls.add_ref(acl);
+        self.insert_unlinked(rec, hash);
+        Ok(())
+    }
+
+    /// Restore: links every node under its parent and drops ACL lists no node uses.
+    pub(crate) fn restore_finish(&mut self) -> Result<(), String> {
+        self.link_all()?;
+        self.acls.purge_unused();
+        Ok(())
     }
 }
 
@@ -406,7 +754,7 @@ mod tests {
         assert_eq!((zk.cversion, zk.num_children), (-2, 2));
         let cfg = t
             .get("/zookeeper/config")
-            .map(|n| (n.aversion, n.acl[0].perms));
+            .map(|n| (n.aversion, n.acl()[0].perms));
         assert_eq!(cfg, Some((-1, perms::READ)));
         assert_eq!(t.descendant_count("/"), 3);
         assert_eq!(t.descendant_count("/zookeeper"), 2);
@@ -437,9 +785,9 @@ mod tests {
     #[test]
     fn cversion_and_pzxid() {
         let mut t = DataTree::new(false);
-        t.create("/a", None, open_acl(), 0, 1, 1, 10).ok();
-        t.create("/a/x", Some(vec![]), open_acl(), 0, 1, 2, 11).ok();
-        t.create("/a/y", Some(vec![]), open_acl(), 0, 2, 3, 12).ok();
+        t.create("/a", None, &open_acl(), 0, 1, 1, 10).ok();
+        t.create("/a/x", Some(&[]), &open_acl(), 0, 1, 2, 11).ok();
+        t.create("/a/y", Some(&[]), &open_acl(), 0, 2, 3, 12).ok();
         assert_eq!(t.delete("/a", 4), Err(ErrorCode::NotEmpty));
         t.delete("/a/x", 4).ok();
         let a = t.stat("/a").unwrap_or_default();

@@ -22,7 +22,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
 use tokio::sync::oneshot;
-use zkit_core::tree::{DataTree, Node};
+use zkit_core::tree::{DataTree, Meta};
 use zkit_core::{ConnId, Core, Stats};
 
 use crate::connection::Shared;
@@ -176,13 +176,13 @@ pub(crate) const DIGEST_VERSION: i32 = 2;
 /// *persisted*: the stored cversion (child creates) and the raw owner (container/TTL marks
 /// included). Nodes under `/zookeeper/` digest to 0: Apache skips them because quota nodes
 /// are updated locally on each server.
-pub(crate) fn node_digest(path: &str, node: &Node) -> i64 {
+pub(crate) fn node_digest(path: &str, data: Option<&[u8]>, node: &Meta) -> i64 {
     if path.starts_with("/zookeeper/") {
         return 0;
     }
     let path = if path == "/" { "" } else { path };
     let mut crc = crc32_update(!0, path.as_bytes());
-    crc = crc32_update(crc, node.data.as_deref().unwrap_or_default());
+    crc = crc32_update(crc, data.unwrap_or_default());
     for long in [node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime] {
         crc = crc32_update(crc, &long.to_be_bytes());
     }
@@ -198,7 +198,7 @@ pub(crate) fn node_digest(path: &str, node: &Node) -> i64 {
 /// which costs a CRC over every znode's data while the pipeline waits.
 pub(crate) fn tree_digest(tree: &DataTree) -> i64 {
     tree.nodes().fold(0i64, |sum, (path, node)| {
-        sum.wrapping_add(node_digest(path, node))
+        sum.wrapping_add(node_digest(path, node.data(), &node))
     })
 }
 
@@ -364,7 +364,7 @@ impl WatchView {
 
 /// Apache's short op names in `cons` (`FinalRequestProcessor`'s `lastOp`), from zkit's op
 /// names (`metrics::op_name`). Ops Apache answers outside that processor (auth, sasl) never
-/// become the last op; see `ConnMetrics::reply_written`.
+/// become the last op; see `ConnMetrics::replies_written`.
 pub(crate) fn short_op(op: &str) -> &'static str {
     match op {
         "create" | "create2" | "createContainer" | "createTTL" => "CREA",
@@ -899,9 +899,7 @@ pub(crate) fn environment() -> Vec<(&'static str, String)> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
-    use zkit_core::tree::{open_acl, Node};
+    use zkit_core::tree::Meta;
 
     use super::{java_date, java_double, node_digest};
 
@@ -927,9 +925,7 @@ mod tests {
         rows.iter().fold(0i64, |sum, row| {
             let &(path, data, czxid, mzxid, pzxid, ctime, mtime, version, cv, aversion, owner, n) =
                 row;
-            let node = Node {
-                data: Some(data.to_vec()),
-                acl: open_acl(),
+            let node = Meta {
                 czxid,
                 mzxid,
                 ctime,
@@ -940,9 +936,9 @@ mod tests {
                 aversion,
                 ephemeral_owner: owner,
                 pzxid,
-                children: BTreeSet::new(),
+                acl: 0,
             };
-            sum.wrapping_add(node_digest(path, &node))
+            sum.wrapping_add(node_digest(path, Some(data), &node))
         })
     }
 
@@ -1081,28 +1077,15 @@ mod tests {
     #[test]
     fn node_digest_is_crc32_of_path_data_and_stat() {
         // Null and empty data hash alike; "/" hashes as ""; /zookeeper/ children are skipped.
-        let blank = |data| Node {
-            data,
-            acl: open_acl(),
-            czxid: 0,
-            mzxid: 0,
-            ctime: 0,
-            mtime: 0,
-            version: 0,
-            cversion: 0,
-            aversion: 0,
-            ephemeral_owner: 0,
-            pzxid: 0,
-            children: BTreeSet::new(),
-        };
+        let blank = Meta::default();
         assert_eq!(
-            node_digest("/", &blank(None)),
-            node_digest("/", &blank(Some(Vec::new())))
+            node_digest("/", None, &blank),
+            node_digest("/", Some(&[]), &blank)
         );
-        assert_eq!(node_digest("/zookeeper/quota", &blank(None)), 0);
-        assert_ne!(node_digest("/zookeeper", &blank(None)), 0);
+        assert_eq!(node_digest("/zookeeper/quota", None, &blank), 0);
+        assert_ne!(node_digest("/zookeeper", None, &blank), 0);
         // The root of a fresh tree: CRC-32 of 60 zero bytes (Python's `zlib.crc32(bytes(60))`).
-        assert_eq!(node_digest("/", &blank(None)), 0x0412_8908);
+        assert_eq!(node_digest("/", None, &blank), 0x0412_8908);
     }
 
     #[test]

@@ -21,13 +21,23 @@ pub struct Limits {
     /// Requests read from one connection and not yet answered before the server stops reading
     /// from it (Apache throttles on `zookeeper.globalOutstandingLimit`, default 1000).
     pub max_outstanding_per_connection: usize,
+    /// Bytes of replies and watch events (estimated, before encoding) queued for one
+    /// connection and not yet taken by its writer. A client that stops reading its socket
+    /// while events keep firing would otherwise grow the server's memory without limit; over
+    /// this bound the connection is closed (its session lives on, as after any disconnect).
+    pub max_outbound_bytes: usize,
 }
+
+/// Default [`Limits::max_outbound_bytes`]: 64 MiB, room for a large watch storm on one
+/// connection that reads at its own pace.
+pub const DEFAULT_MAX_OUTBOUND_BYTES: usize = 64 << 20;
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_client_cnxns: 60,
             max_outstanding_per_connection: 1000,
+            max_outbound_bytes: DEFAULT_MAX_OUTBOUND_BYTES,
         }
     }
 }

@@ -31,6 +31,9 @@ pub(crate) struct Metrics {
     fsync: Mutex<Histogram>,
     /// Connections refused by `maxClientCnxns`.
     pub refused_connections: AtomicU64,
+    /// Connections closed because their outbound queue passed `max_outbound_bytes` (a client
+    /// that does not read its socket).
+    pub outbound_overflows: AtomicU64,
     /// `gtmk`/`stmk`: ZooKeeper's trace mask (kept and reported; tracing filters are set by
     /// the log level instead).
     pub trace_mask: AtomicI64,
@@ -231,18 +234,29 @@ impl Metrics {
             per_op: Mutex::new(BTreeMap::new()),
             fsync: Mutex::new(Histogram::default()),
             refused_connections: AtomicU64::new(0),
+            outbound_overflows: AtomicU64::new(0),
             trace_mask: AtomicI64::new(crate::four_letter::DEFAULT_TRACE_MASK),
         }
     }
 
-    /// One request of `op` answered after `elapsed` (read → reply written).
-    pub fn record_op(&self, op: &'static str, elapsed: Duration) {
-        lock(&self.per_op).entry(op).or_default().observe(elapsed);
-        match op {
-            // Answered before Apache's pipeline: in neither of its latency summaries.
-            "auth" | "sasl" => {}
-            op if is_update(op) => lock(&self.update_latency).record(elapsed),
-            _ => lock(&self.read_latency).record(elapsed),
+    /// Several answered requests at once (one socket write's replies): each lock is taken once
+    /// for the lot, each counted per op and in the update or read summary.
+    pub fn record_ops(&self, done: &[(&'static str, Duration)]) {
+        {
+            let mut per_op = lock(&self.per_op);
+            for (op, elapsed) in done {
+                per_op.entry(op).or_default().observe(*elapsed);
+            }
+        }
+        let mut update = lock(&self.update_latency);
+        let mut read = lock(&self.read_latency);
+        for &(op, elapsed) in done {
+            match op {
+                // Answered before Apache's pipeline: in neither of its latency summaries.
+                "auth" | "sasl" => {}
+                op if is_update(op) => update.record(elapsed),
+                _ => read.record(elapsed),
+            }
         }
     }
 
@@ -313,6 +327,12 @@ impl Metrics {
             "counter",
             "Connections refused by maxClientCnxns.",
             self.refused_connections.load(Relaxed).to_string(),
+        );
+        gauge(
+            "zkit_outbound_overflow_closes_total",
+            "counter",
+            "Connections closed because they did not read their replies and events.",
+            self.outbound_overflows.load(Relaxed).to_string(),
         );
         gauge(
             "zkit_outstanding_requests",
@@ -414,13 +434,17 @@ impl Metrics {
         lock(&self.connections).values().cloned().collect()
     }
 
-    pub fn record_latency(&self, elapsed: Duration) {
-        let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    /// The requests received at `received` were answered at `now`: one lock for the lot.
+    pub fn record_latencies(&self, received: &[Instant], now: Instant) {
         let mut l = lock(&self.latency);
-        l.min_ms = if l.count == 0 { ms } else { l.min_ms.min(ms) };
-        l.max_ms = l.max_ms.max(ms);
-        l.total_ms = l.total_ms.saturating_add(ms);
-        l.count += 1;
+        for at in received {
+            let ms =
+                u64::try_from(now.saturating_duration_since(*at).as_millis()).unwrap_or(u64::MAX);
+            l.min_ms = if l.count == 0 { ms } else { l.min_ms.min(ms) };
+            l.max_ms = l.max_ms.max(ms);
+            l.total_ms = l.total_ms.saturating_add(ms);
+            l.count += 1;
+        }
     }
 
     pub fn latency(&self) -> Latency {
@@ -467,24 +491,40 @@ impl ConnMetrics {
         lock(&self.pending).push_back((op, at));
     }
 
-    /// Requests read and not yet answered.
-    pub fn queued(&self) -> usize {
-        lock(&self.pending).len()
-    }
-
-    /// The reply to the oldest pending request (`xid`, at `zxid`) was written.
-    pub fn reply_written(&self, server: &Metrics, xid: i32, zxid: i64) {
-        let Some((op, at)) = lock(&self.pending).pop_front() else {
+    /// The replies to the oldest `written.len()` pending requests (their `(xid, zxid)`) were
+    /// written by one socket write: each lock is taken once for the lot (this runs per reply
+    /// write, on every connection, so per-reply locking showed in profiles).
+    pub fn replies_written(&self, server: &Metrics, written: &[(i32, i64)]) {
+        let now = Instant::now();
+        let mut done: Vec<(&'static str, Duration)> = Vec::with_capacity(written.len());
+        let mut last_counted = None;
+        {
+            let mut pending = lock(&self.pending);
+            for &(xid, zxid) in written {
+                let Some((op, at)) = pending.pop_front() else {
+                    break;
+                };
+                done.push((op, now.saturating_duration_since(at)));
+                // Apache answers auth and sasl packets before its request pipeline: they never
+                // become a connection's last op nor count in its latency (`cons`).
+                if !matches!(op, "auth" | "sasl") {
+                    last_counted = Some((op, xid, zxid));
+                }
+            }
+        }
+        server.record_ops(&done);
+        {
+            let mut latency = lock(&self.latency);
+            for (_, elapsed) in done
+                .iter()
+                .filter(|(op, _)| !matches!(*op, "auth" | "sasl"))
+            {
+                latency.record(*elapsed);
+            }
+        }
+        let Some((op, xid, zxid)) = last_counted else {
             return;
         };
-        let elapsed = at.elapsed();
-        server.record_op(op, elapsed);
-        // Apache answers auth and sasl packets before its request pipeline: they never become
-        // a connection's last op nor count in its latency (`cons`).
-        if matches!(op, "auth" | "sasl") {
-            return;
-        }
-        lock(&self.latency).record(elapsed);
         let at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -496,6 +536,11 @@ impl ConnMetrics {
             zxid,
             at_ms,
         };
+    }
+
+    /// Requests read and not yet answered.
+    pub fn queued(&self) -> usize {
+        lock(&self.pending).len()
     }
 
     /// The latency summary of this connection.

@@ -4,12 +4,19 @@
 //! write that fired it (the core emits them in that order; this task keeps it).
 //!
 //! A batch is everything queued on the channel when the task wakes up (bounded by
-//! [`MAX_BATCH`]). After the batch it takes `core.ready()`, persists the txns through
-//! [`Storage`] — one call for the whole batch, which is group commit — and only then hands the
-//! messages to the connections' writers. A ticker drives `core.tick(now)` for session expiry and
-//! the container/TTL reaper. This task does no socket I/O.
+//! [`MAX_BATCH`]). After the batch it takes `core.ready()` and hands the txns to
+//! [`Storage::submit`], which writes and fsyncs them on the storage's own thread; the pipeline
+//! does not wait for that but goes on with the next batch, so the CPU work of one batch overlaps
+//! the fsync of the one before, and the writes that arrive during an fsync share the next one
+//! (group commit). Each batch's messages wait in a queue of in-flight batches (at most
+//! [`MAX_IN_FLIGHT`]) and are handed to the connections' writers strictly in order, once every
+//! txn up to that batch is durable. A batch without txns waits behind earlier undurable ones too
+//! — its reads may have seen their writes (Apache's SyncRequestProcessor holds reads behind
+//! pending flushes the same way) — but when nothing is in flight it is answered at once,
+//! without touching the disk. A ticker drives `core.tick(now)` for session expiry and the
+//! container/TTL reaper. This task does no socket I/O.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,15 +24,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rand::RngCore;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, trace};
+use tracing::{debug, error, trace, warn};
 use zkit_core::{ConnId, Core, Outbound, Stats};
 use zkit_proto::{ConnectRequest, ErrorCode, Request};
 
+use crate::connection::{Flushed, OutboxSender};
 use crate::metrics::Metrics;
-use crate::storage::Storage;
+use crate::storage::{Durable, Storage};
 
 /// Most messages folded into one batch, so a flood cannot starve ticks or delay replies forever.
 const MAX_BATCH: usize = 4096;
+
+/// Most batches waiting for the disk; beyond it the pipeline stops taking messages (and the
+/// bounded queue in front of it stops the readers) until the oldest is durable.
+const MAX_IN_FLIGHT: usize = 32;
 
 /// What connections ask of the pipeline.
 #[derive(Debug)]
@@ -34,7 +46,7 @@ pub(crate) enum ToCore {
     Open {
         conn: ConnId,
         peer: std::net::IpAddr,
-        outbound: mpsc::UnboundedSender<Outbound>,
+        outbound: OutboxSender,
     },
     /// The handshake.
     Connect {
@@ -82,16 +94,32 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// A batch whose txns were submitted and whose messages wait for them to be durable.
+struct InFlight {
+    /// `None` once resolved `Ok` (or for a batch without txns).
+    durable: Option<Durable>,
+    submitted: Instant,
+    last_zxid: i64,
+    txns: usize,
+    messages: Vec<(ConnId, Outbound)>,
+    /// Receipt times of the batch's requests, for latency.
+    received: Vec<Instant>,
+}
+
 pub(crate) struct Pipeline {
     core: Core,
     storage: Box<dyn Storage>,
-    conns: HashMap<ConnId, mpsc::UnboundedSender<Outbound>>,
+    conns: HashMap<ConnId, OutboxSender>,
     metrics: Arc<Metrics>,
-    /// Receipt times of the requests in the current batch, for latency.
+    /// Receipt times of the requests handled since the last `ready()`.
     batch_received: Vec<Instant>,
+    /// Batches waiting for the disk, oldest first.
+    in_flight: VecDeque<InFlight>,
+    /// Connections with messages staged by the release in progress.
+    touched: Vec<ConnId>,
     /// Connections closed by a storage failure whose queued messages must not reach the
     /// rebuilt core (removed when their `Closed` arrives).
-    dropped: std::collections::HashSet<ConnId>,
+    dropped: HashSet<ConnId>,
 }
 
 impl Pipeline {
@@ -102,14 +130,17 @@ impl Pipeline {
             conns: HashMap::new(),
             metrics,
             batch_received: Vec::new(),
-            dropped: std::collections::HashSet::new(),
+            in_flight: VecDeque::new(),
+            touched: Vec::new(),
+            dropped: HashSet::new(),
         }
     }
 
-    /// Runs until `shutdown` is cancelled (then drains what is queued, flushes it and closes
-    /// the storage: a final snapshot) or the storage fails beyond repair (then cancels
-    /// `shutdown` itself: acknowledging writes that are not durable would be worse than
-    /// stopping). A failed batch the storage can rebuild from is handled in `flush`.
+    /// Runs until `shutdown` is cancelled (then drains what is queued, waits for it to be
+    /// durable, releases it and closes the storage: a final snapshot) or the storage fails
+    /// beyond repair (then cancels `shutdown` itself: acknowledging writes that are not durable
+    /// would be worse than stopping). A failed batch the storage can rebuild from is handled in
+    /// `rebuild_after`.
     pub async fn run(
         mut self,
         mut rx: mpsc::Receiver<ToCore>,
@@ -119,10 +150,27 @@ impl Pipeline {
         let mut ticker = tokio::time::interval(tick_every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let room = self.in_flight.len() < MAX_IN_FLIGHT;
+            let waiting = self.in_flight.front().is_some_and(|b| b.durable.is_some());
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
-                msg = rx.recv() => {
+                // The oldest batch's fsync first: releasing replies beats taking more work.
+                durable = front_durable(&mut self.in_flight), if waiting => {
+                    if let Err(err) = durable {
+                        if let Err(err) = self.rebuild_after(err).await {
+                            error!(%err, "storage failed; stopping the server");
+                            shutdown.cancel();
+                            return;
+                        }
+                    } else {
+                        self.durable_front();
+                    }
+                    continue;
+                }
+                // Before the requests, so a steady flood cannot starve session expiry.
+                _ = ticker.tick() => self.core.tick(now_ms()),
+                msg = rx.recv(), if room => {
                     let Some(msg) = msg else { break };
                     // One clock read per batch, not per message (the core's time has
                     // millisecond resolution; the batch takes far less).
@@ -135,25 +183,32 @@ impl Pipeline {
                         }
                     }
                 }
-                _ = ticker.tick() => self.core.tick(now_ms()),
             }
-            if let Err(err) = self.flush().await {
-                error!(%err, "storage failed; stopping the server");
-                shutdown.cancel();
-                return;
-            }
+            self.end_batch();
         }
-        // Graceful stop: answer what was already received, then drop every writer's sender so
-        // the writers flush and close their sockets.
+        // Graceful stop: answer what was already received once it is durable, then drop every
+        // writer's outbox so the writers flush and close their sockets.
         rx.close();
         while let Ok(msg) = rx.try_recv() {
             self.on_message(msg, now_ms());
         }
-        if let Err(err) = self.flush().await {
-            error!(%err, "storage failed during shutdown");
-        } else if let Err(err) = self.storage.close(&self.core).await {
-            error!(%err, "closing the storage failed (the WAL still holds every write)");
+        self.end_batch();
+        let mut failed = false;
+        while self.in_flight.front().is_some_and(|b| b.durable.is_some()) {
+            if let Err(err) = front_durable(&mut self.in_flight).await {
+                // Nothing more is released: the writes may be lost.
+                error!(%err, "storage failed during shutdown");
+                failed = true;
+                break;
+            }
+            self.durable_front();
         }
+        if !failed {
+            if let Err(err) = self.storage.close(&self.core).await {
+                error!(%err, "closing the storage failed (the WAL still holds every write)");
+            }
+        }
+        self.in_flight.clear();
         self.conns.clear();
     }
 
@@ -219,45 +274,70 @@ impl Pipeline {
         }
     }
 
-    /// The batch could not be made durable: none of its messages may leave (a reply would
-    /// acknowledge a write that may be lost, an event would announce one), and the core holds
-    /// its txns although the disk may not. So every connection is closed — clients see a
-    /// connection loss and reconnect, their sessions being on disk — and the core is rebuilt
-    /// from what the storage really has. Only if that fails does the error stop the server.
-    async fn rebuild_after(&mut self, err: std::io::Error) -> std::io::Result<()> {
-        error!(%err, "storage failed; closing every connection and rebuilding from disk");
-        self.dropped
-            .extend(self.conns.drain().map(|(conn, _)| conn));
-        let config = self.core.config().clone();
-        self.core = self.storage.rebuild(config, now_ms()).await?;
-        tracing::info!(
-            zxid = format_args!("{:#x}", self.core.last_zxid()),
-            "state rebuilt from disk; serving again"
-        );
-        self.finish_batch();
-        Ok(())
+    /// Takes the batch's txns and messages out of the core: the txns go to the storage (which
+    /// starts writing them at once), the messages wait behind every batch still in flight — or
+    /// leave now if there is none and the batch wrote nothing.
+    fn end_batch(&mut self) {
+        let ready = self.core.ready();
+        if ready.txns.is_empty() {
+            if ready.messages.is_empty() && self.batch_received.is_empty() {
+                return;
+            }
+            match self.in_flight.back_mut() {
+                // Reads after undurable writes: they leave with the last of those writes.
+                Some(last) => {
+                    last.messages.extend(ready.messages);
+                    last.received.append(&mut self.batch_received);
+                }
+                None => {
+                    let mut received = std::mem::take(&mut self.batch_received);
+                    self.release(ready.messages, &mut received);
+                    self.batch_received = received;
+                }
+            }
+            return;
+        }
+        let durable = self.storage.submit(&ready.txns);
+        let last_zxid = ready.txns.last().map_or(0, |t| t.zxid);
+        // The core now holds the submitted txns; a snapshot taken from it may run ahead of
+        // the fsync (see `Storage::committed`).
+        self.storage.committed(&self.core);
+        self.in_flight.push_back(InFlight {
+            durable: Some(durable),
+            submitted: Instant::now(),
+            last_zxid,
+            txns: ready.txns.len(),
+            messages: ready.messages,
+            received: std::mem::take(&mut self.batch_received),
+        });
     }
 
-    /// Persists the batch's txns, then releases its messages.
-    async fn flush(&mut self) -> std::io::Result<()> {
-        let ready = self.core.ready();
-        if !ready.txns.is_empty() {
-            // One persist = one append + fsync of the batch (group commit): its time is the
-            // fsync latency /metrics reports.
-            let started = Instant::now();
-            if let Err(err) = self.storage.persist(&ready.txns).await {
-                return self.rebuild_after(err).await;
-            }
-            self.metrics.record_fsync(started.elapsed());
-            if let Some(last) = ready.txns.last() {
-                debug!(
-                    zxid = format_args!("{:#x}", last.zxid),
-                    txns = ready.txns.len(),
-                    "batch persisted"
-                );
+    /// The oldest batch is durable: release it and every batch after it that no longer waits
+    /// (batches resolve in order, so a later one is never durable before an earlier one).
+    fn durable_front(&mut self) {
+        if let Some(front) = self.in_flight.front_mut() {
+            front.durable = None;
+            // Submit → durable, including the wait behind earlier fsyncs: the latency a write
+            // pays for the disk, which is what /metrics' fsync histogram reports.
+            self.metrics.record_fsync(front.submitted.elapsed());
+            debug!(
+                zxid = format_args!("{:#x}", front.last_zxid),
+                txns = front.txns,
+                "batch durable"
+            );
+        }
+        while self.in_flight.front().is_some_and(|b| b.durable.is_none()) {
+            if let Some(batch) = self.in_flight.pop_front() {
+                let mut received = batch.received;
+                self.release(batch.messages, &mut received);
             }
         }
-        for (conn, message) in ready.messages {
+    }
+
+    /// Hands `messages` to the connections' writers, in order, one queue operation per
+    /// connection, then records the latencies of `received` (and empties it).
+    fn release(&mut self, messages: Vec<(ConnId, Outbound)>, received: &mut Vec<Instant>) {
+        for (conn, message) in messages {
             let closes = matches!(
                 message,
                 Outbound::Close
@@ -266,32 +346,85 @@ impl Pipeline {
                         ..
                     }
             );
-            if let Some(tx) = self.conns.get(&conn) {
+            if let Some(tx) = self.conns.get_mut(&conn) {
                 // A writer that has gone away already closed its socket; dropping is right.
-                let _ = tx.send(message);
+                if tx.stage(message) {
+                    self.touched.push(conn);
+                }
             }
             if closes {
-                // Nothing may follow a close; the writer ends after writing it.
+                // Nothing may follow a close; the writer ends after writing it (dropping the
+                // sender flushes what is staged and closes the outbox).
                 self.conns.remove(&conn);
             }
         }
-        // After the replies are out, so a due snapshot does not delay this batch: the core
-        // holds exactly the durable state here (a snapshot is due every `snap_count` txns).
-        self.storage.committed(&self.core);
-        self.finish_batch();
+        for conn in self.touched.drain(..) {
+            let Some(tx) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            if tx.flush() == Flushed::Overflowed {
+                warn!(
+                    conn,
+                    "closing a connection that does not read its replies and events \
+                     (outbound queue over max_outbound_bytes)"
+                );
+                self.metrics.outbound_overflows.fetch_add(1, Relaxed);
+                self.conns.remove(&conn);
+            }
+        }
+        self.finish(received);
+    }
+
+    /// A batch could not be made durable: none of its messages, nor those of any batch after
+    /// it, may leave (a reply would acknowledge a write that may be lost, an event would
+    /// announce one), and the core holds their txns although the disk may not. So every
+    /// connection is closed — clients see a connection loss and reconnect, their sessions
+    /// being on disk — and the core is rebuilt from what the storage really has. Only if that
+    /// fails does the error stop the server.
+    async fn rebuild_after(&mut self, err: std::io::Error) -> std::io::Result<()> {
+        error!(
+            %err,
+            batches = self.in_flight.len(),
+            "storage failed; closing every connection and rebuilding from disk"
+        );
+        // Unanswered (their sockets close) but counted as done.
+        let mut received = std::mem::take(&mut self.batch_received);
+        for batch in self.in_flight.drain(..) {
+            received.extend(batch.received);
+        }
+        self.dropped.extend(self.conns.keys().copied());
+        // Dropping the outboxes closes them: writers finish what was released before the
+        // failure and close their sockets.
+        self.conns.clear();
+        let config = self.core.config().clone();
+        self.core = self.storage.rebuild(config, now_ms()).await?;
+        tracing::info!(
+            zxid = format_args!("{:#x}", self.core.last_zxid()),
+            "state rebuilt from disk; serving again"
+        );
+        self.finish(&mut received);
+        self.batch_received = received;
         Ok(())
     }
 
-    /// Records the batch's latencies and takes its requests off the outstanding count.
-    fn finish_batch(&mut self) {
-        let now = Instant::now();
-        let answered = self.batch_received.len();
-        for received in self.batch_received.drain(..) {
-            self.metrics
-                .record_latency(now.saturating_duration_since(received));
+    /// Records the latencies of answered requests and takes them off the outstanding count.
+    fn finish(&mut self, received: &mut Vec<Instant>) {
+        if received.is_empty() {
+            return;
         }
+        let answered = received.len();
+        self.metrics.record_latencies(received, Instant::now());
+        received.clear();
         self.metrics
             .outstanding
             .fetch_sub(i64::try_from(answered).unwrap_or(i64::MAX), Relaxed);
+    }
+}
+
+/// The oldest in-flight batch's durability (pending when there is none to wait for).
+async fn front_durable(in_flight: &mut VecDeque<InFlight>) -> std::io::Result<()> {
+    match in_flight.front_mut().and_then(|b| b.durable.as_mut()) {
+        Some(durable) => durable.await,
+        None => std::future::pending().await,
     }
 }

@@ -133,3 +133,108 @@ async fn a_flooding_client_is_throttled_and_others_are_served() {
     drop(flooder);
     server.stop().await;
 }
+
+/// A client that stops reading while replies keep coming is closed once its outbound queue
+/// passes `max_outbound_bytes` (a log line and `zkit_outbound_overflow_closes_total`), instead
+/// of growing the server's memory; another client keeps being served meanwhile.
+#[tokio::test]
+async fn a_client_that_does_not_read_is_closed_when_its_outbound_queue_overflows() {
+    let server = Server::start(ServerConfig {
+        limits: Limits {
+            max_outbound_bytes: 1 << 20,
+            ..Limits::unlimited_connections()
+        },
+        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..ServerConfig::ephemeral()
+    })
+    .await
+    .unwrap();
+    let addr = server.addr();
+    let (mut setup, _) = Raw::session(addr).await;
+    setup
+        .send_request(
+            1,
+            &Request::Create(CreateRequest {
+                path: "/big".into(),
+                data: Some(vec![7; 512 * 1024]),
+                acl: zkit_core::tree::open_acl(),
+                flags: 0,
+            }),
+        )
+        .await;
+    assert_eq!(setup.read_reply().await.expect("create reply").0.err, 0);
+
+    // 400 pipelined getData of 512 KiB (~200 MiB of replies), never read: far more than the
+    // socket buffers and the 1 MiB bound hold, and under the outstanding-request limit.
+    let (mut reader_less, _) = Raw::session(addr).await;
+    let mut frames = bytes::BytesMut::new();
+    for xid in 1..=400 {
+        let get = Request::GetData(PathWatchRequest {
+            path: "/big".into(),
+            watch: false,
+        });
+        zkit_proto::frame::encode_frame(&mut frames, |b| get.encode(xid, b));
+    }
+    reader_less.send_raw(&frames).await;
+
+    // The other client is served throughout.
+    let (mut normal, _) = Raw::session(addr).await;
+    for xid in 1..=100 {
+        normal
+            .send_request(
+                xid,
+                &Request::Exists(PathWatchRequest {
+                    path: "/big".into(),
+                    watch: false,
+                }),
+            )
+            .await;
+        let (header, _) = normal.read_reply().await.expect("exists reply");
+        assert_eq!((header.xid, header.err), (xid, 0));
+    }
+
+    // The server gives up on the reader-less client: draining its socket now ends in a close,
+    // long before all 400 replies (what was in the socket buffers arrives first).
+    let mut received = 0usize;
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        let read = tokio::time::timeout(
+            WAIT,
+            tokio::io::AsyncReadExt::read(&mut reader_less.stream, &mut chunk),
+        )
+        .await
+        .expect("the reader-less client was neither closed nor served in time");
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received += n,
+        }
+    }
+    assert!(
+        received < 400 * 512 * 1024,
+        "every reply was delivered ({received} bytes): the queue was not bounded"
+    );
+    let admin = server.config().admin_listen.expect("admin address");
+    let metrics = http_get(admin, "/metrics").await;
+    assert!(
+        metrics.contains("zkit_outbound_overflow_closes_total 1"),
+        "no overflow counted:\n{metrics}"
+    );
+    normal.ping().await;
+    server.stop().await;
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: zkit\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(
+        WAIT,
+        tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut out),
+    )
+    .await
+    .expect("admin answered in time")
+    .unwrap();
+    out
+}

@@ -22,8 +22,9 @@ use tokio::sync::oneshot;
 use super::error::{Result, StorageError};
 use super::wal::Wal;
 
-/// Records of one batch: `(zxid, payload)`.
-pub type Batch = Vec<(i64, Vec<u8>)>;
+/// Records of one batch: `(zxid, payload)`. `Bytes`, so a batch's payloads can be slices of
+/// one buffer (one allocation per batch, not one per record).
+pub type Batch = Vec<(i64, bytes::Bytes)>;
 
 enum Job {
     Append {
@@ -73,7 +74,8 @@ impl GroupCommit {
     /// Queues `records` (zxids increasing across all submissions) and returns a future that
     /// resolves once they are durable. The records are queued when this returns, so submission
     /// order is call order even if the futures are awaited later or not at all.
-    pub fn submit(&self, records: Batch) -> Commit {
+    pub fn submit<P: Into<bytes::Bytes>>(&self, records: Vec<(i64, P)>) -> Commit {
+        let records: Batch = records.into_iter().map(|(z, p)| (z, p.into())).collect();
         let (done, rx) = oneshot::channel();
         self.send(Job::Append { records, done });
         Commit(rx)

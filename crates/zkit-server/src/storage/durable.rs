@@ -25,7 +25,7 @@ use super::recovery::{self, RecoveryStats};
 use super::snapshot::{SnapshotStore, DEFAULT_KEEP_SNAPSHOTS};
 use super::snapshotter::{Snapshotter, DEFAULT_SNAP_COUNT};
 use super::wal::{RecoveryReport, Wal, WalOptions};
-use super::{Storage, StorageFuture};
+use super::{Durable, Storage, StorageFuture};
 
 /// How a [`WalStorage`] is set up.
 #[derive(Debug, Clone)]
@@ -218,6 +218,17 @@ impl Storage for WalStorage {
                     tracing::warn!(error = %e, "stopping the failed WAL thread");
                 }
             }
+            // A background snapshot may be writing a core that holds txns whose records just
+            // failed. Wait for it, so the recovery below starts from it if it landed: were it
+            // to land after the rebuilt core had reused its zxids for new txns, the next start
+            // would load it and skip those new, acknowledged records. An empty core (zxid 0)
+            // makes `finish` only wait, never take another snapshot.
+            if let Some(mut snapshotter) = self.snapshotter.take() {
+                let empty = Core::new(config.clone(), now);
+                if let Err(e) = snapshotter.finish(&empty, None).await {
+                    tracing::warn!(error = %e, "the snapshot in flight during the failure failed");
+                }
+            }
             self.wal = None;
             let dir = self.dir.wal_dir();
             let opts = self.opts.wal.clone();
@@ -246,21 +257,30 @@ impl Storage for WalStorage {
     }
 
     fn persist<'a>(&'a mut self, txns: &'a [Txn]) -> StorageFuture<'a, ()> {
-        Box::pin(async move {
-            if txns.is_empty() {
-                return Ok(());
+        self.submit(txns)
+    }
+
+    fn submit(&mut self, txns: &[Txn]) -> Durable {
+        if txns.is_empty() {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        // One buffer for the whole batch; each record is a (non-allocating) slice of it.
+        let mut buf = BytesMut::with_capacity(txns.len() * 128);
+        let batch: Vec<(i64, bytes::Bytes)> = txns
+            .iter()
+            .map(|txn| {
+                txn.encode(&mut buf);
+                (txn.zxid, buf.split().freeze())
+            })
+            .collect();
+        // Queued on the commit thread now, so submission order is call order; the commit
+        // thread resolves written commits in that order and fails every one after a failure.
+        match self.commit_thread() {
+            Ok(commit) => {
+                let commit = commit.submit(batch);
+                Box::pin(async move { commit.await.map_err(io::Error::from) })
             }
-            let mut buf = BytesMut::new();
-            let batch = txns
-                .iter()
-                .map(|txn| {
-                    buf.clear();
-                    txn.encode(&mut buf);
-                    (txn.zxid, buf.to_vec())
-                })
-                .collect();
-            let commit = self.commit_thread()?.submit(batch);
-            commit.await.map_err(io::Error::from)
-        })
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
     }
 }

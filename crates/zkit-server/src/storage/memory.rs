@@ -2,7 +2,7 @@
 //! gone when the process exits — the right thing for tests and demos, and the default until a
 //! durable implementation is configured.
 
-use super::{Storage, StorageFuture};
+use super::{Durable, Storage, StorageFuture};
 use zkit_core::Txn;
 
 /// A [`Storage`] that persists nothing and recovers nothing.
@@ -16,5 +16,9 @@ impl Storage for MemoryStorage {
 
     fn persist<'a>(&'a mut self, _txns: &'a [Txn]) -> StorageFuture<'a, ()> {
         Box::pin(async { Ok(()) })
+    }
+
+    fn submit(&mut self, _txns: &[Txn]) -> Durable {
+        Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -2,11 +2,12 @@
 //! write leaves the server.
 //!
 //! ZooKeeper fsyncs its txn log before replying (forceSync=yes) and batches many txns into one
-//! fsync (group commit). The pipeline mirrors that: it hands [`Storage::persist`] every txn of a
-//! batch at once and releases that batch's replies and watch events only when it returns `Ok`.
-//! On `Err` the batch is not acknowledged: the pipeline closes every connection (clients see a
-//! connection loss, as when a ZooKeeper server dies) and asks [`Storage::rebuild`] for the state
-//! that really is on disk; if that fails too, the server stops.
+//! fsync (group commit). The pipeline mirrors that: it hands [`Storage::submit`] every txn of a
+//! batch at once, keeps handling later batches while the fsync runs, and releases each batch's
+//! replies and watch events, in order, only when its [`Durable`] and every earlier one resolved
+//! `Ok`. On `Err` nothing more is acknowledged: the pipeline closes every connection (clients see
+//! a connection loss, as when a ZooKeeper server dies) and asks [`Storage::rebuild`] for the
+//! state that really is on disk; if that fails too, the server stops.
 //!
 //! # Layout
 //! - [`memory`]: [`MemoryStorage`], keeps nothing (tests, demos).
@@ -39,6 +40,9 @@ pub use memory::MemoryStorage;
 /// A future returned by [`Storage`] methods (boxed so the trait stays object-safe).
 pub type StorageFuture<'a, T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send + 'a>>;
 
+/// Resolves once the txns handed to one [`Storage::submit`] are durable (or failed to become so).
+pub type Durable = Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>>;
+
 /// Durable storage of the txn stream.
 pub trait Storage: Send + 'static {
     /// The txns to replay through `Core::apply` at start-up, oldest first.
@@ -47,6 +51,13 @@ pub trait Storage: Send + 'static {
     /// Makes `txns` durable (written and synced), in order. Called once per pipeline batch;
     /// nothing of the batch is sent to clients before it returns `Ok`.
     fn persist<'a>(&'a mut self, txns: &'a [Txn]) -> StorageFuture<'a, ()>;
+
+    /// Starts making `txns` durable, in order after every earlier submission, and returns at
+    /// once: the pipeline goes on handling requests while the write and fsync run, and awaits
+    /// the returned [`Durable`]s in submission order. Implementations must resolve them in that
+    /// order, and once one fails every later one must fail too (a write after a failed fsync
+    /// proves nothing about the ones before it).
+    fn submit(&mut self, txns: &[Txn]) -> Durable;
 
     /// The state to start serving from. The default replays [`Storage::recover`] onto an empty
     /// core; a storage with snapshots starts from the newest one instead.
@@ -62,11 +73,13 @@ pub trait Storage: Send + 'static {
         })
     }
 
-    /// Called after each batch `persist` made durable, with `core` holding exactly the durable
-    /// state (e.g. to start a background snapshot). Must not block for long.
+    /// Called after each batch was submitted, with `core` holding every submitted txn — the
+    /// last ones possibly not durable yet (e.g. to start a background snapshot: a snapshot may
+    /// so contain txns whose log records are then lost, which recovery handles because it
+    /// replays only the records after the snapshot's zxid). Must not block for long.
     fn committed(&mut self, _core: &Core) {}
 
-    /// After `persist` failed: reopens what is on disk and rebuilds the state from it. The
+    /// After `persist` or a [`Durable`] failed: reopens what is on disk and rebuilds the state from it. The
     /// default (a storage that cannot do that) is an error, which stops the server.
     fn rebuild(&mut self, _config: Config, _now: i64) -> StorageFuture<'_, Core> {
         Box::pin(async { Err(io::Error::other("this storage cannot rebuild its state")) })

@@ -3,8 +3,10 @@
 //! fsync) and prunes old snapshots; the WAL segments the oldest kept snapshot no longer needs are
 //! then deleted on the commit thread, between groups.
 //!
-//! The pipeline pays only for `Core::snapshot()` (serializing the state into memory); the disk
-//! write runs while writes go on. At most one snapshot is in flight: if the previous one is
+//! The pipeline pays only for `Core::snapshot_capture()`: a reference-count bump per node (the
+//! tree copies a node it mutates while the capture still holds it), tens of milliseconds at a
+//! million nodes. Serializing the capture and writing it, streamed through a buffered writer
+//! rather than built in memory, run on the blocking thread while writes go on. At most one snapshot is in flight: if the previous one is
 //! still being written when the next is due, the next waits for a later batch. A failed snapshot
 //! is logged and retried at the next batch after another `snap_count` txns: the WAL still holds
 //! everything, so it costs only a longer recovery. This module never decides what is durable.
@@ -12,7 +14,7 @@
 use std::time::Instant;
 
 use tokio::sync::oneshot;
-use zkit_core::Core;
+use zkit_core::{Core, SnapshotCapture};
 
 use super::commit::GroupCommit;
 use super::error::{Result, StorageError};
@@ -64,12 +66,12 @@ impl Snapshotter {
     fn start(&mut self, core: &Core) {
         let zxid = core.last_zxid();
         let taken = Instant::now();
-        let body = core.snapshot();
+        let capture = core.snapshot_capture();
         tracing::debug!(
             zxid = format_args!("{zxid:#x}"),
-            bytes = body.len(),
+            nodes = capture.node_count(),
             took = ?taken.elapsed(),
-            "snapshot taken; writing it in the background"
+            "snapshot captured; writing it in the background"
         );
         self.last_zxid = zxid;
         let store = self.store.clone();
@@ -77,7 +79,7 @@ impl Snapshotter {
         let (tx, rx) = oneshot::channel();
         tokio::task::spawn_blocking(move || {
             // The receiver is gone only when the server is being torn down.
-            let _ = tx.send(write_and_prune(&store, zxid, &body, keep));
+            let _ = tx.send(write_and_prune(&store, capture, keep));
         });
         self.in_flight = Some(rx);
     }
@@ -161,19 +163,25 @@ impl PruneHandle<'_> {
     }
 }
 
+/// Serializes `capture` straight into the snapshot file, then prunes. Dropping the capture at
+/// the end (here, off the pipeline) releases the records the tree has replaced since.
 fn write_and_prune(
     store: &SnapshotStore,
-    zxid: i64,
-    body: &[u8],
+    capture: SnapshotCapture,
     keep: usize,
 ) -> Result<Option<i64>> {
     let started = Instant::now();
-    let path = store.write_snapshot(zxid, body)?;
+    let mut bytes = 0;
+    let path = store.write_with(capture.last_zxid(), |w| {
+        bytes = capture.write_to(w)?;
+        Ok(())
+    })?;
     tracing::info!(
         file = %path.display(),
-        bytes = body.len(),
+        bytes,
         took = ?started.elapsed(),
         "snapshot written"
     );
+    drop(capture);
     store.prune(keep)
 }
