@@ -8,8 +8,9 @@
 //! - Otherwise zkit exits with CMD's exit code (128 + signal number if CMD died of a signal).
 //!
 //! Exit codes of zkit itself: [`EXIT_TIMEOUT`] (75, EX_TEMPFAIL) when `--timeout` passed before
-//! the lock was acquired; [`EXIT_LOST`] (76) when the lock was lost while CMD ran; 126 when CMD
-//! could not be started; 1 for other errors (printed).
+//! the lock was acquired; [`EXIT_LOST`] (76) when the lock was lost while CMD ran, or the
+//! session was lost while waiting for it (CMD never ran); 126 when CMD could not be started; 1
+//! for other errors (printed).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -20,7 +21,8 @@ use zkit::{Error, Session, SessionOptions};
 
 /// zkit's exit code when the lock was not acquired within `--timeout` (EX_TEMPFAIL).
 pub const EXIT_TIMEOUT: i32 = 75;
-/// zkit's exit code when the lock was lost while CMD ran (CMD was stopped).
+/// zkit's exit code when the lock was lost while CMD ran (CMD was stopped), or the session
+/// was lost while waiting for the lock (CMD never ran).
 pub const EXIT_LOST: i32 = 76;
 /// zkit's exit code when CMD could not be started.
 pub const EXIT_CANNOT_EXECUTE: i32 = 126;
@@ -122,6 +124,15 @@ pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
                 args.path
             );
             return Ok(EXIT_TIMEOUT);
+        }
+        // The session went while we waited (Lost, or Suspended when that counts as lost): the
+        // lock is lost before it was held; CMD never ran.
+        Err(Error::SessionLost | Error::SessionExpired) => {
+            eprintln!(
+                "zkit lock: the session was lost while waiting for {}",
+                args.path
+            );
+            return Ok(EXIT_LOST);
         }
         Err(err) => return Err(err).with_context(|| format!("locking {}", args.path)),
     };
