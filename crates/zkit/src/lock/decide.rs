@@ -111,9 +111,97 @@ pub fn decide_with<S: AsRef<str>>(
     }
 }
 
+/// Whether `my_node` holds once the node it waits for (the [`Decision::WatchPredecessor`] of
+/// the same arguments) is deleted, with no new listing. Sound because sequence numbers under
+/// one parent only grow: no contender can appear ahead of us later, so the contenders ahead of
+/// us after the deletion are a subset of `children` minus the deleted one, and every rule here
+/// holds for a subset of what it holds for. A hand-off then costs the deletion event alone,
+/// where Curator lists the children again.
+pub fn holds_when_gone<S: AsRef<str>>(
+    my_node: &str,
+    children: &[S],
+    rule: Rule,
+    exempt: Option<&str>,
+) -> bool {
+    let Decision::WatchPredecessor(gone) = decide_with(my_node, children, rule, exempt) else {
+        return false;
+    };
+    let rest: Vec<&str> = children
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|name| *name != gone)
+        .collect();
+    decide_with(my_node, &rest, rule, exempt) == Decision::Acquired
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn second_in_line_holds_when_its_predecessor_goes() {
+        let children = names(&[
+            "_c_a-lock-0000000001",
+            "_c_b-lock-0000000002",
+            "_c_c-lock-0000000003",
+        ]);
+        let mutex = Rule::Exclusive { max_leases: 1 };
+        // Second: the head's deletion hands over the lock.
+        assert!(holds_when_gone(
+            "_c_b-lock-0000000002",
+            &children,
+            mutex,
+            None
+        ));
+        // Third: someone is still ahead after its predecessor goes.
+        assert!(!holds_when_gone(
+            "_c_c-lock-0000000003",
+            &children,
+            mutex,
+            None
+        ));
+        // The head holds already: nothing to wait for.
+        assert!(!holds_when_gone(
+            "_c_a-lock-0000000001",
+            &children,
+            mutex,
+            None
+        ));
+        // Not listed (our node is gone): never.
+        assert!(!holds_when_gone(
+            "_c_z-lock-0000000009",
+            &children,
+            mutex,
+            None
+        ));
+        // Semaphore of 2: the third waits for the first; its deletion leaves one ahead (< 2).
+        let two = Rule::Exclusive { max_leases: 2 };
+        assert!(holds_when_gone(
+            "_c_c-lock-0000000003",
+            &children,
+            two,
+            None
+        ));
+        // A reader behind two writers waits for the nearer; the farther one still blocks.
+        let rw = names(&[
+            "_c_a-__WRIT__0000000001",
+            "_c_b-__WRIT__0000000002",
+            "_c_c-__READ__0000000003",
+        ]);
+        assert!(!holds_when_gone(
+            "_c_c-__READ__0000000003",
+            &rw,
+            Rule::Shared,
+            None
+        ));
+        let rw = names(&["_c_a-__WRIT__0000000001", "_c_c-__READ__0000000002"]);
+        assert!(holds_when_gone(
+            "_c_c-__READ__0000000002",
+            &rw,
+            Rule::Shared,
+            None
+        ));
+    }
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

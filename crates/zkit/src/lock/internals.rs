@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
-use super::decide::{decide_with, Decision, Rule};
+use super::decide::{decide_with, holds_when_gone, Decision, Rule};
 use crate::error::{Error, Result};
 use crate::protected::{
     create_protected_and_list, join, spawn_orphan_cleanup, CreatedNode, ProtectedCreate,
@@ -297,6 +297,10 @@ async fn attempt(c: &Contend<'_>, uuid: &str, bound: Option<u64>) -> Result<Opti
                     }))
                 }
                 Decision::WatchPredecessor(predecessor) => {
+                    // Whether the predecessor's deletion alone makes us the holder (we were
+                    // next in line): then the hand-off needs no second listing.
+                    let next_in_line =
+                        holds_when_gone(&node.name, &children, c.rule, c.exempt.as_deref());
                     let (stat, watcher) = client
                         .check_and_watch_stat(&join(c.parent, &predecessor))
                         .await?;
@@ -306,10 +310,22 @@ async fn attempt(c: &Contend<'_>, uuid: &str, bound: Option<u64>) -> Result<Opti
                     // Keep no client clone while waiting: after Lost it would keep the old
                     // ZooKeeper session (and our old node) alive.
                     drop(client);
-                    tokio::select! {
-                        _ = watcher.changed() => {}
+                    let deleted = tokio::select! {
+                        event = watcher.changed() => event.event_type == zk::EventType::NodeDeleted,
                         // Checked at the top of the loop (lost-signal for waiters).
-                        _ = state_rx.changed() => {}
+                        _ = state_rx.changed() => false,
+                    };
+                    if deleted && next_in_line {
+                        // The same ownership check as `Acquired` (CURATOR-696), on the session
+                        // the node was created on; otherwise decide again from a listing.
+                        let (client, generation) = c.session.client_and_generation();
+                        check_session(c, bound, &c.session.state())?;
+                        if !ephemeral
+                            || (generation == node.generation
+                                && node.ephemeral_owner == client.session_id().0)
+                        {
+                            return Ok(Some(true));
+                        }
                     }
                     Ok(None)
                 }
