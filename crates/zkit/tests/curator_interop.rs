@@ -8,11 +8,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{servers, session};
+use common::{curator_classpath, javac, servers, session};
 use zkit::lock::Mutex;
 use zkit_testkit::unique_path;
 
@@ -53,55 +53,11 @@ public class CuratorLocker {
 }
 "#;
 
-fn classpath() -> Option<String> {
-    let dir = Path::new("/usr/share/java");
-    let wanted = [
-        "curator-framework.jar",
-        "curator-client.jar",
-        "curator-recipes.jar",
-        "zookeeper.jar",
-        "zookeeper-jute.jar",
-        "guava.jar",
-        "slf4j-api.jar",
-        "slf4j-nop.jar",
-        "netty-handler.jar",
-        "netty-transport.jar",
-        "netty-common.jar",
-        "netty-buffer.jar",
-        "netty-codec.jar",
-        "netty-resolver.jar",
-        "netty-transport-native-epoll.jar",
-        "netty-transport-native-unix-common.jar",
-    ];
-    let mut parts = Vec::new();
-    for jar in wanted {
-        let p = dir.join(jar);
-        if p.is_file() {
-            parts.push(p.display().to_string());
-        } else if jar.starts_with("curator") || jar == "zookeeper.jar" {
-            return None;
-        }
-    }
-    Some(parts.join(":"))
-}
-
 fn skip_or_fail(why: &str) {
     if std::env::var_os("CI").is_some() {
         panic!("curator interop cannot run under CI: {why}");
     }
     eprintln!("SKIP curator: {why}");
-}
-
-fn compile(dir: &Path, classpath: &str) -> bool {
-    std::fs::write(dir.join("CuratorLocker.java"), JAVA).expect("write java");
-    let status = std::process::Command::new("javac")
-        .arg("-cp")
-        .arg(classpath)
-        .arg("-d")
-        .arg(dir)
-        .arg(dir.join("CuratorLocker.java"))
-        .status();
-    matches!(status, Ok(s) if s.success())
 }
 
 /// Checks that marks come in `enter X` / `exit X` pairs; returns (java rounds, rust rounds).
@@ -140,11 +96,11 @@ fn append(file: &PathBuf, line: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_and_zkit_mutexes_exclude_each_other() {
     const ROUNDS: usize = 60;
-    let Some(classpath) = classpath() else {
+    let Some(classpath) = curator_classpath() else {
         return skip_or_fail("Curator jars not found in /usr/share/java (libcurator-recipes-java)");
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    if !compile(dir.path(), &classpath) {
+    if !javac(dir.path(), "CuratorLocker", JAVA, &classpath) {
         return skip_or_fail("javac failed or is missing");
     }
     for target in servers().await {

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{servers, session};
+use common::{curator_classpath, javac, servers, session};
 use zkit::queue::Queue;
 use zkit_testkit::unique_path;
 
@@ -48,55 +48,11 @@ public class CuratorQueue {
 }
 "#;
 
-fn classpath() -> Option<String> {
-    let dir = Path::new("/usr/share/java");
-    let wanted = [
-        "curator-framework.jar",
-        "curator-client.jar",
-        "curator-recipes.jar",
-        "zookeeper.jar",
-        "zookeeper-jute.jar",
-        "guava.jar",
-        "slf4j-api.jar",
-        "slf4j-nop.jar",
-        "netty-handler.jar",
-        "netty-transport.jar",
-        "netty-common.jar",
-        "netty-buffer.jar",
-        "netty-codec.jar",
-        "netty-resolver.jar",
-        "netty-transport-native-epoll.jar",
-        "netty-transport-native-unix-common.jar",
-    ];
-    let mut parts = Vec::new();
-    for jar in wanted {
-        let p = dir.join(jar);
-        if p.is_file() {
-            parts.push(p.display().to_string());
-        } else if jar.starts_with("curator") || jar == "zookeeper.jar" {
-            return None;
-        }
-    }
-    Some(parts.join(":"))
-}
-
 fn skip_or_fail(why: &str) {
     if std::env::var_os("CI").is_some() {
         panic!("curator queue interop cannot run under CI: {why}");
     }
     eprintln!("SKIP curator: {why}");
-}
-
-fn compile(dir: &Path, classpath: &str) -> bool {
-    std::fs::write(dir.join("CuratorQueue.java"), JAVA).expect("write java");
-    let status = std::process::Command::new("javac")
-        .arg("-cp")
-        .arg(classpath)
-        .arg("-d")
-        .arg(dir)
-        .arg(dir.join("CuratorQueue.java"))
-        .status();
-    matches!(status, Ok(s) if s.success())
 }
 
 /// Runs the Java side to completion (bounded) and returns its stdout lines.
@@ -123,11 +79,11 @@ async fn java(dir: &Path, classpath: &str, args: &[&str]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_simple_queue_and_zkit_claims_share_a_queue() {
-    let Some(classpath) = classpath() else {
+    let Some(classpath) = curator_classpath() else {
         return skip_or_fail("Curator jars not found in /usr/share/java (libcurator-recipes-java)");
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    if !compile(dir.path(), &classpath) {
+    if !javac(dir.path(), "CuratorQueue", JAVA, &classpath) {
         return skip_or_fail("javac failed or is missing");
     }
     let n = ITEMS.to_string();

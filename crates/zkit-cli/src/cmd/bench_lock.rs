@@ -23,6 +23,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use zkit::lock::Mutex;
 use zkit::{Session, SessionOptions};
 
+use super::bench_server::{checkout_root, free_port};
+
 /// The Curator side of `--compare` (see the file's header).
 const CURATOR_BENCH: &str = include_str!("../../bench/CuratorLockBench.java");
 /// The kazoo side of `--compare` (see the file's header).
@@ -196,17 +198,6 @@ pub async fn run(args: BenchLockArgs) -> anyhow::Result<i32> {
         print_row(&row);
     }
     Ok(0)
-}
-
-/// The checkout this binary was built from (for the scripts/apache-zk default).
-fn checkout_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A port nobody listens on right now.
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// The servers `--compare` started; stops them on drop (also on error paths).

@@ -700,7 +700,7 @@ pub struct BenchCompareArgs {
 }
 
 /// The checkout this binary was built from (for scripts/ and docs/ defaults).
-fn checkout_root() -> PathBuf {
+pub(crate) fn checkout_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -917,7 +917,7 @@ fn disk_usage(dir: &Path) -> u64 {
 }
 
 /// A port nobody listens on right now.
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }

@@ -19,7 +19,8 @@ use super::decide::{
 };
 use super::layout::{self, check_name, InstanceHeader, Layout};
 use super::tree::{
-    children_key, delete_tree, ensure_dirs, exists, exists_key, list, wait_any, Wake, WatchSet,
+    children_key, delete_tree, ensure_dirs, exists, exists_key, list, wait_any, when, Wake,
+    WatchSet,
 };
 use super::ProcedureError;
 use crate::Session;
@@ -332,34 +333,10 @@ async fn observe(
     let read_live = watches.stale(&k_members, cache.live.is_some());
     // Issued together: the client pipelines them on one connection.
     let (acquired, reached, abort, live) = tokio::join!(
-        async {
-            if read_acquired {
-                Some(list(client, &acquired_path, true).await)
-            } else {
-                None
-            }
-        },
-        async {
-            if read_reached {
-                Some(exists(client, &reached_path, true).await)
-            } else {
-                None
-            }
-        },
-        async {
-            if read_abort {
-                Some(exists(client, &abort_path, true).await)
-            } else {
-                None
-            }
-        },
-        async {
-            if read_live {
-                Some(list(client, &members_dir, true).await)
-            } else {
-                None
-            }
-        },
+        when(read_acquired, list(client, &acquired_path, true)),
+        when(read_reached, exists(client, &reached_path, true)),
+        when(read_abort, exists(client, &abort_path, true)),
+        when(read_live, list(client, &members_dir, true)),
     );
     if let Some(acquired) = acquired {
         let (acquired, w) = acquired?;

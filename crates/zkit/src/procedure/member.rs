@@ -16,7 +16,7 @@ use zookeeper_client as zk;
 
 use super::decide::{decide_member, AbortReason, MemberLocal, MemberStep, MemberView, COORDINATOR};
 use super::layout::{self, check_name, Layout};
-use super::tree::{ensure_dirs, exists, exists_key, Wake, WatchSet, RECOVERABLE_PAUSE};
+use super::tree::{ensure_dirs, exists, exists_key, when, Wake, WatchSet, RECOVERABLE_PAUSE};
 use super::ProcedureError;
 use crate::Session;
 
@@ -288,41 +288,11 @@ async fn observe(
     let my_reached_path = l.reached_member(instance, &ctx.name);
     // Issued together: the client pipelines them on one connection.
     let (acquired, my_acquired, reached, my_reached, abort) = tokio::join!(
-        async {
-            if read_acquired {
-                Some(exists(client, &acquired_path, true).await)
-            } else {
-                None
-            }
-        },
-        async {
-            if read_mine {
-                Some(client.check_stat(&my_acquired_path).await)
-            } else {
-                None
-            }
-        },
-        async {
-            if read_reached {
-                Some(exists(client, &reached_path, true).await)
-            } else {
-                None
-            }
-        },
-        async {
-            if read_mine {
-                Some(client.check_stat(&my_reached_path).await)
-            } else {
-                None
-            }
-        },
-        async {
-            if read_abort {
-                Some(exists(client, &abort_path, true).await)
-            } else {
-                None
-            }
-        },
+        when(read_acquired, exists(client, &acquired_path, true)),
+        when(read_mine, client.check_stat(&my_acquired_path)),
+        when(read_reached, exists(client, &reached_path, true)),
+        when(read_mine, client.check_stat(&my_reached_path)),
+        when(read_abort, exists(client, &abort_path, true)),
     );
     if let Some(acquired) = acquired {
         let (acquired, w) = acquired?;

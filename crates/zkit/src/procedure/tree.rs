@@ -199,6 +199,16 @@ pub async fn list(
     }
 }
 
+/// Runs `read` only when `needed` (a read whose watch has not fired is answered from the
+/// cache); used inside `tokio::join!` so the reads that are needed go out pipelined.
+pub async fn when<F: std::future::Future>(needed: bool, read: F) -> Option<F::Output> {
+    if needed {
+        Some(read.await)
+    } else {
+        None
+    }
+}
+
 /// Whether `path` exists, setting an exists watch when `watch`.
 pub async fn exists(
     client: &zk::Client,

@@ -86,3 +86,52 @@ pub async fn children(session: &Session, path: &str) -> Vec<String> {
         Err(err) => panic!("list {path}: {err}"),
     }
 }
+
+/// The classpath for a Curator program compiled and run by a test: Debian's Curator,
+/// ZooKeeper and their dependencies from /usr/share/java (`None` when Curator or ZooKeeper is
+/// not installed).
+pub fn curator_classpath() -> Option<String> {
+    let dir = std::path::Path::new("/usr/share/java");
+    let wanted = [
+        "curator-framework.jar",
+        "curator-client.jar",
+        "curator-recipes.jar",
+        "zookeeper.jar",
+        "zookeeper-jute.jar",
+        "guava.jar",
+        "slf4j-api.jar",
+        "slf4j-nop.jar",
+        "netty-handler.jar",
+        "netty-transport.jar",
+        "netty-common.jar",
+        "netty-buffer.jar",
+        "netty-codec.jar",
+        "netty-resolver.jar",
+        "netty-transport-native-epoll.jar",
+        "netty-transport-native-unix-common.jar",
+    ];
+    let mut parts = Vec::new();
+    for jar in wanted {
+        let p = dir.join(jar);
+        if p.is_file() {
+            parts.push(p.display().to_string());
+        } else if jar.starts_with("curator") || jar == "zookeeper.jar" {
+            return None;
+        }
+    }
+    Some(parts.join(":"))
+}
+
+/// Writes `source` as `<class>.java` into `dir` and compiles it there with javac.
+pub fn javac(dir: &std::path::Path, class: &str, source: &str, classpath: &str) -> bool {
+    let file = dir.join(format!("{class}.java"));
+    std::fs::write(&file, source).expect("write java");
+    let status = std::process::Command::new("javac")
+        .arg("-cp")
+        .arg(classpath)
+        .arg("-d")
+        .arg(dir)
+        .arg(&file)
+        .status();
+    matches!(status, Ok(s) if s.success())
+}
