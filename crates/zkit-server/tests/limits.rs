@@ -66,20 +66,7 @@ async fn a_flooding_client_is_throttled_and_others_are_served() {
     .await
     .unwrap();
     let addr = server.addr();
-    let (mut setup, _) = Raw::session(addr).await;
-    setup
-        .send_request(
-            1,
-            &Request::Create(CreateRequest {
-                path: "/big".into(),
-                data: Some(vec![7; 512 * 1024]),
-                acl: zkit_core::tree::open_acl(),
-                flags: 0,
-            }),
-        )
-        .await;
-    let (header, _) = setup.read_reply().await.expect("create reply");
-    assert_eq!(header.err, 0);
+    create_big_node(addr).await;
 
     // The flooder: 4000 pipelined getData of a 512 KiB node, replies never read (~2 GiB).
     const FLOOD: i32 = 4000;
@@ -150,19 +137,7 @@ async fn a_client_that_does_not_read_is_closed_when_its_outbound_queue_overflows
     .await
     .unwrap();
     let addr = server.addr();
-    let (mut setup, _) = Raw::session(addr).await;
-    setup
-        .send_request(
-            1,
-            &Request::Create(CreateRequest {
-                path: "/big".into(),
-                data: Some(vec![7; 512 * 1024]),
-                acl: zkit_core::tree::open_acl(),
-                flags: 0,
-            }),
-        )
-        .await;
-    assert_eq!(setup.read_reply().await.expect("create reply").0.err, 0);
+    create_big_node(addr).await;
 
     // 400 pipelined getData of 512 KiB (~200 MiB of replies), never read: far more than the
     // socket buffers and the 1 MiB bound hold, and under the outstanding-request limit.
@@ -237,4 +212,22 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     .expect("admin answered in time")
     .unwrap();
     out
+}
+
+/// Creates `/big` with 512 KiB of data, so that each read of it is a large reply.
+async fn create_big_node(addr: std::net::SocketAddr) {
+    let (mut setup, _) = Raw::session(addr).await;
+    setup
+        .send_request(
+            1,
+            &Request::Create(CreateRequest {
+                path: "/big".into(),
+                data: Some(vec![7; 512 * 1024]),
+                acl: zkit_core::tree::open_acl(),
+                flags: 0,
+            }),
+        )
+        .await;
+    let (header, _) = setup.read_reply().await.expect("create reply");
+    assert_eq!(header.err, 0);
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{curator_classpath, javac, servers, session};
+use common::{check_no_interleaving, curator_classpath, javac, servers, session};
 use zkit::lock::Mutex;
 use zkit_testkit::unique_path;
 
@@ -58,29 +58,6 @@ fn skip_or_fail(why: &str) {
         panic!("curator interop cannot run under CI: {why}");
     }
     eprintln!("SKIP curator: {why}");
-}
-
-/// Checks that marks come in `enter X` / `exit X` pairs; returns (java rounds, rust rounds).
-fn check_no_interleaving(text: &str) -> (usize, usize) {
-    let mut counts = (0, 0);
-    let mut lines = text.lines();
-    while let Some(enter) = lines.next() {
-        let who = enter
-            .strip_prefix("enter ")
-            .unwrap_or_else(|| panic!("expected an enter mark, got {enter:?}"));
-        let exit = lines.next().unwrap_or_else(|| panic!("{who} never exited"));
-        assert_eq!(
-            exit,
-            format!("exit {who}"),
-            "overlap: {who} entered, then {exit:?}"
-        );
-        match who {
-            "java" => counts.0 += 1,
-            "rust" => counts.1 += 1,
-            other => panic!("unknown holder {other}"),
-        }
-    }
-    counts
 }
 
 fn append(file: &PathBuf, line: &str) {
@@ -137,7 +114,7 @@ async fn curator_and_zkit_mutexes_exclude_each_other() {
             target.name
         );
         let text = std::fs::read_to_string(&marks).expect("marks");
-        let (java_rounds, rust_rounds) = check_no_interleaving(&text);
+        let (java_rounds, rust_rounds) = check_no_interleaving(&text, "java");
         assert_eq!(
             (java_rounds, rust_rounds),
             (ROUNDS, ROUNDS),

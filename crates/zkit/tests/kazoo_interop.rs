@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{children, servers, session};
+use common::{check_no_interleaving, children, servers, session};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::lock::Mutex;
 use zkit::Error;
@@ -109,37 +109,14 @@ fn append(file: &Path, line: &str) {
     f.write_all(line.as_bytes()).expect("append");
 }
 
-/// Checks that marks come in `enter X` / `exit X` pairs; returns (kazoo rounds, rust rounds).
-fn check_no_interleaving(text: &str) -> (usize, usize) {
-    let mut counts = (0, 0);
-    let mut lines = text.lines();
-    while let Some(enter) = lines.next() {
-        let who = enter
-            .strip_prefix("enter ")
-            .unwrap_or_else(|| panic!("expected an enter mark, got {enter:?}"));
-        let exit = lines.next().unwrap_or_else(|| panic!("{who} never exited"));
-        assert_eq!(
-            exit,
-            format!("exit {who}"),
-            "overlap: {who} entered, then {exit:?}"
-        );
-        match who {
-            "kazoo" => counts.0 += 1,
-            "rust" => counts.1 += 1,
-            other => panic!("unknown holder {other}"),
-        }
-    }
-    counts
-}
-
 #[test]
 fn interleaving_check_catches_overlap() {
     assert_eq!(
-        check_no_interleaving("enter kazoo\nexit kazoo\nenter rust\nexit rust\n"),
+        check_no_interleaving("enter kazoo\nexit kazoo\nenter rust\nexit rust\n", "kazoo"),
         (1, 1)
     );
     let overlap = std::panic::catch_unwind(|| {
-        check_no_interleaving("enter kazoo\nenter rust\nexit kazoo\nexit rust\n")
+        check_no_interleaving("enter kazoo\nenter rust\nexit kazoo\nexit rust\n", "kazoo")
     });
     assert!(overlap.is_err());
 }
@@ -188,7 +165,7 @@ async fn kazoo_lock_with_curator_pattern_and_zkit_mutex_exclude_each_other() {
         );
         let text = std::fs::read_to_string(&marks).expect("marks");
         assert_eq!(
-            check_no_interleaving(&text),
+            check_no_interleaving(&text, "kazoo"),
             (ROUNDS, ROUNDS),
             "{}",
             target.name

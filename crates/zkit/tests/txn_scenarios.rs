@@ -46,6 +46,20 @@ fn options(root: &str) -> TxnOptions {
     }
 }
 
+/// The event of `who` voting yes (for [`Group::expect`]).
+fn voted_yes(who: &'static str) -> impl Fn(&str, &ParticipantEvent) -> bool {
+    move |n, e| {
+        n == who
+            && matches!(
+                e,
+                ParticipantEvent::Voted {
+                    vote: Vote::Yes,
+                    ..
+                }
+            )
+    }
+}
+
 impl Group {
     async fn start(addr: &str, options: TxnOptions) -> Group {
         let (events_tx, events) = mpsc::unbounded_channel();
@@ -338,21 +352,7 @@ async fn participant_crash_after_yes_applies_the_decision_when_back() {
         let txn = c.begin(&NAMES, b"x").expect("begin");
         let txid = txn.txid().to_string();
         let commit = tokio::spawn(txn.commit());
-        group
-            .expect(
-                |n, e| {
-                    n == "P3"
-                        && matches!(
-                            e,
-                            ParticipantEvent::Voted {
-                                vote: Vote::Yes,
-                                ..
-                            }
-                        )
-                },
-                "P3 voted yes",
-            )
-            .await;
+        group.expect(voted_yes("P3"), "P3 voted yes").await;
         group.kill(2);
         assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
         // P3 is in doubt: prepared, outcome not applied.
@@ -522,21 +522,7 @@ async fn unacked_transaction_expires_and_the_straggler_still_commits() {
         let txn = c.begin(&NAMES, b"x").expect("begin");
         let txid = txn.txid().to_string();
         let commit = tokio::spawn(txn.commit());
-        group
-            .expect(
-                |n, e| {
-                    n == "P3"
-                        && matches!(
-                            e,
-                            ParticipantEvent::Voted {
-                                vote: Vote::Yes,
-                                ..
-                            }
-                        )
-                },
-                "P3 voted yes",
-            )
-            .await;
+        group.expect(voted_yes("P3"), "P3 voted yes").await;
         group.kill(2);
         assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
         group.applied(&txid, &["P1", "P2"]).await;

@@ -17,13 +17,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use hdrhistogram::Histogram;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use zkit::lock::Mutex;
 use zkit::{Session, SessionOptions};
 
-use super::bench_server::{checkout_root, free_port};
+use super::bench_server::{checkout_root, free_port, RunningServer};
 
 /// The Curator side of `--compare` (see the file's header).
 const CURATOR_BENCH: &str = include_str!("../../bench/CuratorLockBench.java");
@@ -200,12 +199,11 @@ pub async fn run(args: BenchLockArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The servers `--compare` started; stops them on drop (also on error paths).
+/// The servers `--compare` started (each stops on drop, also on error paths).
 struct Servers {
-    zkit: Option<tokio::process::Child>,
+    zkit: RunningServer,
     zkit_addr: String,
-    apache_script: PathBuf,
-    apache_dir: PathBuf,
+    apache: RunningServer,
     apache_addr: String,
 }
 
@@ -215,101 +213,30 @@ impl Servers {
             .apache_zk_script
             .clone()
             .unwrap_or_else(|| checkout_root().join("scripts/apache-zk"));
-        let apache_dir = work.join("apache");
         let apache_port = match args.apache_port {
             Some(port) => port,
             None => free_port()?,
         };
-        std::fs::create_dir_all(&apache_dir)?;
-        let status = tokio::process::Command::new(&apache_script)
-            .arg("start")
-            .arg(&apache_dir)
-            .arg(apache_port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .await
-            .with_context(|| format!("cannot run {}", apache_script.display()))?;
-        if !status.success() {
-            bail!("{} start failed ({status})", apache_script.display());
-        }
-        let mut servers = Servers {
-            zkit: None,
-            zkit_addr: String::new(),
-            apache_script,
-            apache_dir,
-            apache_addr: format!("127.0.0.1:{apache_port}"),
-        };
+        // The script's default heap: a lock benchmark keeps few znodes.
+        let apache =
+            RunningServer::start_apache(&apache_script, &work.join("apache"), apache_port, "512m")
+                .await?;
         let zkit_port = match args.zkit_port {
             Some(port) => port,
             None => free_port()?,
         };
-        let exe = std::env::current_exe().context("cannot find the zkit executable")?;
-        let mut child = tokio::process::Command::new(exe)
-            .args([
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &zkit_port.to_string(),
-            ])
-            .arg("--data-dir")
-            .arg(work.join("zkit-data"))
-            .args([
-                "--fsync",
-                "always",
-                "--max-client-cnxns",
-                "0",
-                "--log-level",
-                "warn",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .context("cannot start `zkit serve`")?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        servers.zkit = Some(child);
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .context("zkit serve did not start within 30 s")??
-            .context("zkit serve exited before listening")?;
-        servers.zkit_addr = line
-            .strip_prefix("zkit serve listening on ")
-            .with_context(|| format!("unexpected first line from zkit serve: {line:?}"))?
-            .trim()
-            .to_string();
-        // Keep draining stdout so the server never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok(servers)
+        let zkit = RunningServer::start_zkit(&work.join("zkit"), zkit_port).await?;
+        Ok(Servers {
+            zkit_addr: zkit.addr().to_string(),
+            apache_addr: apache.addr().to_string(),
+            zkit,
+            apache,
+        })
     }
 
-    async fn stop(mut self) {
-        if let Some(mut child) = self.zkit.take() {
-            let _ = child.kill().await;
-        }
-        let _ = tokio::process::Command::new(&self.apache_script)
-            .arg("stop")
-            .arg(&self.apache_dir)
-            .stdout(Stdio::null())
-            .status()
-            .await;
-        self.apache_script = PathBuf::new();
-    }
-}
-
-impl Drop for Servers {
-    fn drop(&mut self) {
-        // Error paths: never leave a JVM behind (zkit's child is kill_on_drop).
-        if !self.apache_script.as_os_str().is_empty() {
-            let _ = std::process::Command::new(&self.apache_script)
-                .arg("stop")
-                .arg(&self.apache_dir)
-                .stdout(Stdio::null())
-                .status();
-        }
+    async fn stop(self) -> anyhow::Result<()> {
+        self.zkit.stop().await?;
+        self.apache.stop().await
     }
 }
 
@@ -625,7 +552,7 @@ async fn run_compare(args: &BenchLockArgs) -> anyhow::Result<i32> {
     let zkit_on_apache = run_zkit("zkit-on-Apache", &servers.apache_addr, args).await;
     let curator = run_curator(&work, &servers.apache_addr, &clients_arg, args.seconds).await;
     let kazoo = run_kazoo(&work, &servers.apache_addr, &clients_arg, args.seconds).await;
-    servers.stop().await;
+    servers.stop().await?;
     let columns = [
         Column {
             name: "zkit-on-zkit",

@@ -732,8 +732,8 @@ impl Which {
     }
 }
 
-/// A running server under test.
-struct RunningServer {
+/// A running server under test (also used by `zkit bench lock --compare`).
+pub(crate) struct RunningServer {
     which: Which,
     addr: String,
     pid: u32,
@@ -745,7 +745,8 @@ struct RunningServer {
 }
 
 impl RunningServer {
-    async fn start_zkit(dir: &Path, port: u16) -> Result<Self> {
+    /// Starts `zkit serve` (this executable) with its data under `dir`, fsync always.
+    pub(crate) async fn start_zkit(dir: &Path, port: u16) -> Result<Self> {
         let exe = std::env::current_exe().context("cannot find the zkit executable")?;
         let data_dir = dir.join("data");
         std::fs::create_dir_all(dir)?;
@@ -791,7 +792,13 @@ impl RunningServer {
         })
     }
 
-    async fn start_apache(script: &Path, dir: &Path, port: u16, heap: &str) -> Result<Self> {
+    /// Starts Apache ZooKeeper through `script` (scripts/apache-zk) in `dir`.
+    pub(crate) async fn start_apache(
+        script: &Path,
+        dir: &Path,
+        port: u16,
+        heap: &str,
+    ) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let status = tokio::process::Command::new(script)
             .arg("start")
@@ -821,6 +828,11 @@ impl RunningServer {
         })
     }
 
+    /// The client address, `host:port`.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
     /// Resident set size in bytes (VmRSS).
     fn rss(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
@@ -844,7 +856,8 @@ impl RunningServer {
         Some(Duration::from_secs_f64((utime + stime) as f64 / hz))
     }
 
-    async fn stop(mut self) -> Result<()> {
+    /// Stops the server: SIGTERM for zkit (graceful), the script for Apache.
+    pub(crate) async fn stop(mut self) -> Result<()> {
         if let Some(mut child) = self.child.take() {
             if let Some(pid) = child.id() {
                 // SIGTERM: `zkit serve` stops gracefully.

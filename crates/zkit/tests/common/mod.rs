@@ -135,3 +135,28 @@ pub fn javac(dir: &std::path::Path, class: &str, source: &str, classpath: &str) 
         .status();
     matches!(status, Ok(s) if s.success())
 }
+
+/// Checks that the marks two lock holders wrote to a shared file come in `enter X` / `exit X`
+/// pairs (no overlap); returns the rounds of `foreign` (the other library's holder) and of
+/// `rust`. Panics on an overlap or an unknown holder.
+pub fn check_no_interleaving(text: &str, foreign: &str) -> (usize, usize) {
+    let mut counts = (0, 0);
+    let mut lines = text.lines();
+    while let Some(enter) = lines.next() {
+        let who = enter
+            .strip_prefix("enter ")
+            .unwrap_or_else(|| panic!("expected an enter mark, got {enter:?}"));
+        let exit = lines.next().unwrap_or_else(|| panic!("{who} never exited"));
+        assert_eq!(
+            exit,
+            format!("exit {who}"),
+            "overlap: {who} entered, then {exit:?}"
+        );
+        match who {
+            "rust" => counts.1 += 1,
+            other if other == foreign => counts.0 += 1,
+            other => panic!("unknown holder {other}"),
+        }
+    }
+    counts
+}
