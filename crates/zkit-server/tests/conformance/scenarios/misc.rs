@@ -89,8 +89,15 @@ pub async fn unusual_ops(ctx: Ctx) -> Result<()> {
         ctx.note(format!("-- {label}"));
         let mut c = ctx.client().await?;
         c.call(label, opcode, &body::path(&ctx.p(""))).await?;
-        c.exists(&ctx.p(""), false).await?;
-        c.close().await?;
+        // Apache answers Unimplemented and then closes the connection from its selector
+        // thread (UnimplementedRequestProcessor → sendCloseSession), so a request sent after
+        // the reply races the close there: answered in some runs, not in others. What is
+        // deterministic is that the connection ends, so that is what is recorded.
+        let after = c.wire.recv(Duration::from_secs(5)).await?;
+        ctx.note(format!(
+            "after {label}: {}",
+            crate::harness::incoming_label(&after)
+        ));
     }
 
     ctx.note("-- sasl on a server without SASL");
