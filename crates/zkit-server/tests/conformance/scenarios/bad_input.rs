@@ -34,6 +34,28 @@ async fn case(ctx: &Ctx, label: &str, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// An unknown op: Apache answers Unimplemented, then closes the connection from its selector
+/// thread, which races any request sent after the reply (answered in some runs, not in
+/// others); so what is recorded after the reply is that the connection ends.
+async fn unknown_op_case(ctx: &Ctx, label: &str, bytes: &[u8]) -> Result<()> {
+    ctx.note(format!("-- {label}"));
+    let mut c = ctx.client().await?;
+    if c.wire.send_bytes(bytes).await.is_err() {
+        ctx.note("send failed: CLOSED");
+        return Ok(());
+    }
+    if c.observe(label, REACTION).await? {
+        let after = c.wire.recv(REACTION).await?;
+        ctx.note(format!(
+            "after {label}: {}",
+            crate::harness::incoming_label(&after)
+        ));
+    } else {
+        c.disconnect().await;
+    }
+    Ok(())
+}
+
 fn frame(payload: &[u8]) -> Vec<u8> {
     let mut b = BytesMut::new();
     b.put_i32(payload.len() as i32);
@@ -67,13 +89,13 @@ pub async fn malformed_frames(ctx: Ctx) -> Result<()> {
     case(&ctx, "4-byte frame (xid only)", &frame(&[0, 0, 0, 9])).await?;
     case(&ctx, "header only, getData", &request(9, op::GET_DATA, &[])).await?;
     case(&ctx, "header only, create", &request(9, op::CREATE, &[])).await?;
-    case(
+    unknown_op_case(
         &ctx,
         "unknown op 10 with body",
         &request(9, 10, &body::path(&ctx.p(""))),
     )
     .await?;
-    case(&ctx, "unknown op 12345, no body", &request(9, 12345, &[])).await?;
+    unknown_op_case(&ctx, "unknown op 12345, no body", &request(9, 12345, &[])).await?;
     frame_sizes(&ctx).await?;
     case(
         &ctx,
