@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use futures::future::Either;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
@@ -171,6 +172,8 @@ pub async fn create_protected_sequential_with(
 pub(crate) struct CreatedAndListed {
     pub node: CreatedNode,
     pub children: Option<Vec<String>>,
+    /// The `release_first` node was deleted in the same transaction as our create.
+    pub released: bool,
 }
 
 /// A protected create whose first attempt is pipelined with a listing of the parent: both
@@ -179,35 +182,84 @@ pub(crate) struct CreatedAndListed {
 /// the create, so it contains our node (find it by name: the sequence is in the create's reply).
 /// When the first create fails (missing parent, connection loss) it continues exactly as
 /// [`create_protected_sequential_with`] would, uncertainty included.
+///
+/// With `release_first`, the first attempt is one transaction that deletes that node (a lock
+/// node this session holds and releases) and creates ours: a release followed by the next
+/// acquisition costs one write instead of two. If that transaction fails, nothing of it was
+/// applied (or, after a connection loss, perhaps all of it): `released` is then `false`, the
+/// caller still owns the deletion, and the create continues as without `release_first`.
 pub(crate) async fn create_protected_and_list(
     session: &Session,
     path_prefix: &str,
     data: &[u8],
     options: &ProtectedCreate,
+    release_first: Option<&str>,
 ) -> Result<CreatedAndListed> {
     let (parent, name) = split_prefix(path_prefix)?;
     let protected_name_prefix = format!("{}{name}", protected_marker(&options.uuid));
     let protected_path = join(parent, &protected_name_prefix);
     let create_options = create_options_of(options);
     let (client, generation) = session.client_and_generation();
+    let ephemeral = options.mode == zk::CreateMode::EphemeralSequential;
     // Both requests are written to the connection when these calls return (zookeeper-client
-    // sends at call time, not at first poll), in this order.
-    let create = client.create(&protected_path, data, &create_options);
+    // sends at call time, not at first poll), in this order. Each arm yields the created node's
+    // name and `ephemeralOwner`.
+    let create = match release_first {
+        Some(release) => {
+            let mut writer = client.new_multi_writer();
+            writer.add_delete(release, None)?;
+            writer.add_create(&protected_path, data, &create_options)?;
+            let commit = writer.commit();
+            let session_id = client.session_id().0;
+            Either::Left(async move {
+                let results = commit.await.map_err(zk::Error::from)?;
+                match results.into_iter().nth(1) {
+                    Some(zk::MultiWriteResult::Create { path, stat }) => {
+                        let name = path.rsplit('/').next().unwrap_or_default().to_string();
+                        // A successful create on this session's connection is owned by this
+                        // session; servers with ZOOKEEPER-4026 send no stat inside a multi.
+                        let owner = if stat.is_invalid() && ephemeral {
+                            session_id
+                        } else {
+                            stat.ephemeral_owner
+                        };
+                        Ok((name, owner))
+                    }
+                    other => Err(zk::Error::UnexpectedError(format!(
+                        "multi create: unexpected result {other:?}"
+                    ))),
+                }
+            })
+        }
+        None => {
+            let create = client.create(&protected_path, data, &create_options);
+            let protected_name_prefix = &protected_name_prefix;
+            Either::Right(async move {
+                let (stat, sequence) = create.await?;
+                let name = format!("{protected_name_prefix}{:010}", sequence.into_i64());
+                Ok((name, stat.ephemeral_owner))
+            })
+        }
+    };
     let list = client.list_children(parent);
     let (created, listed) = futures::join!(create, list);
     let uncertain = match created {
-        Ok((stat, sequence)) => {
-            let sequence = sequence.into_i64();
-            let name = format!("{protected_name_prefix}{sequence:010}");
+        Ok((name, ephemeral_owner)) => {
+            let Some(sequence) = sequence_of(&name) else {
+                return Err(Error::Unexpected(format!(
+                    "the server named a sequential node {name:?}"
+                )));
+            };
             return Ok(CreatedAndListed {
                 node: CreatedNode {
                     path: join(parent, &name),
                     name,
                     sequence,
                     generation,
-                    ephemeral_owner: stat.ephemeral_owner,
+                    ephemeral_owner,
                 },
                 children: listed.ok(),
+                released: release_first.is_some(),
             });
         }
         Err(zk::Error::NoNode) => false,
@@ -215,6 +267,10 @@ pub(crate) async fn create_protected_and_list(
             let err = Error::from(err);
             if err.is_recoverable() || matches!(err, Error::SessionExpired | Error::SessionLost) {
                 true
+            } else if release_first.is_some() {
+                // The transaction's delete may be what failed (say, the node is not ours to
+                // delete any more); the create alone decides.
+                false
             } else {
                 return Err(err);
             }
@@ -224,6 +280,7 @@ pub(crate) async fn create_protected_and_list(
     Ok(CreatedAndListed {
         node,
         children: None,
+        released: false,
     })
 }
 

@@ -11,6 +11,7 @@
 //!   acquisition fails it with [`Error::SessionLost`]; under a holder it fires the holder's
 //!   lost-signal. Neither silently continues on the next session.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -68,6 +69,76 @@ pub(crate) struct Contend<'a> {
     pub options: &'a LockOptions,
     /// The holder's lease ends this long after the acquisition started (lease locks).
     pub max_locked_time: Option<Duration>,
+    /// Where this lock's background releases wait for the next acquisition (see
+    /// [`ReleaseSlot`]); `None` releases at once.
+    pub release_slot: Option<&'a ReleaseSlot>,
+}
+
+/// A lock node released in the background and not deleted yet.
+#[derive(Debug)]
+struct PendingRelease {
+    path: String,
+    parent: String,
+    uuid: String,
+    generation: u64,
+}
+
+/// A background release waiting, for at most one scheduling turn, for the next acquisition of
+/// the same lock by the same process, so that both travel as one transaction (delete the old
+/// node, create the new one): one write instead of two. A task spawned at release time sends a
+/// plain delete if no acquisition took the release first; whoever takes it out of the slot owns
+/// the deletion. Shared by the clones of one lock object.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReleaseSlot(Arc<std::sync::Mutex<Option<PendingRelease>>>);
+
+impl ReleaseSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<PendingRelease>> {
+        // A panic while holding this lock cannot leave the Option half-written.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Parks `pending`; gives it back when another release is already waiting.
+    fn put(&self, pending: PendingRelease) -> std::result::Result<(), PendingRelease> {
+        let mut slot = self.lock();
+        if slot.is_some() {
+            return Err(pending);
+        }
+        *slot = Some(pending);
+        Ok(())
+    }
+
+    /// The waiting release, if it is the one made with `uuid`.
+    fn take_if(&self, uuid: &str) -> Option<PendingRelease> {
+        let mut slot = self.lock();
+        if slot.as_ref().is_some_and(|p| p.uuid == uuid) {
+            slot.take()
+        } else {
+            None
+        }
+    }
+
+    fn take(&self) -> Option<PendingRelease> {
+        self.lock().take()
+    }
+}
+
+/// Owns the deletion of a release taken out of the slot: deletes the node in the background
+/// when dropped armed (the fused transaction failed, or the attempt was cancelled).
+struct TakenRelease<'a> {
+    session: &'a Session,
+    pending: PendingRelease,
+    armed: bool,
+}
+
+impl Drop for TakenRelease<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let p = &self.pending;
+            send_delete(self.session, &p.path, &p.parent, &p.uuid);
+        }
+    }
 }
 
 /// Deletes an attempt's node in the background unless disarmed.
@@ -174,7 +245,7 @@ pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result
             Some(Ok(Some(node))) => {
                 cleanup.armed = false;
                 let lease_deadline = c.max_locked_time.map(|t| started + t);
-                return Ok(LockGuard::start(
+                let mut guard = LockGuard::start(
                     c.session,
                     node,
                     Cleanup::ByUuid {
@@ -184,7 +255,9 @@ pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result
                     c.options,
                     bound.is_some(),
                     lease_deadline,
-                ));
+                );
+                guard.release_slot = c.release_slot.cloned();
+                return Ok(guard);
             }
             // Restart with a fresh node; the drop guard removes the old one.
             Some(Ok(None)) => continue,
@@ -249,16 +322,40 @@ async fn attempt(c: &Contend<'_>, uuid: &str, bound: Option<u64>) -> Result<Opti
         policy: c.options.retry.clone(),
     };
     let prefix = join(c.parent, c.name);
-    let created =
-        match create_protected_and_list(c.session, &prefix, &c.options.node_data, &create).await {
-            Ok(created) => created,
-            Err(Error::SessionExpired | Error::SessionLost) if bound.is_some() => {
-                return Err(Error::SessionLost)
-            }
-            Err(Error::SessionExpired | Error::SessionLost) => return Ok(None),
-            Err(err) if err.is_recoverable() => return Ok(None),
-            Err(err) => return Err(err),
-        };
+    // A release of ours waiting in the slot goes into the same transaction as our create.
+    let mut taken = c
+        .release_slot
+        .and_then(ReleaseSlot::take)
+        .map(|pending| TakenRelease {
+            session: c.session,
+            pending,
+            armed: true,
+        });
+    let release_first = taken
+        .as_ref()
+        .filter(|t| t.pending.generation == c.session.generation())
+        .map(|t| t.pending.path.clone());
+    let created = create_protected_and_list(
+        c.session,
+        &prefix,
+        &c.options.node_data,
+        &create,
+        release_first.as_deref(),
+    )
+    .await;
+    if let (Some(taken), Ok(created)) = (taken.as_mut(), &created) {
+        taken.armed = !created.released;
+    }
+    drop(taken);
+    let created = match created {
+        Ok(created) => created,
+        Err(Error::SessionExpired | Error::SessionLost) if bound.is_some() => {
+            return Err(Error::SessionLost)
+        }
+        Err(Error::SessionExpired | Error::SessionLost) => return Ok(None),
+        Err(err) if err.is_recoverable() => return Ok(None),
+        Err(err) => return Err(err),
+    };
     let node = created.node;
     let mut prefetched = created.children;
     let ephemeral = bound.is_some();
@@ -375,6 +472,7 @@ pub struct LockGuard {
     stop_monitor: CancellationToken,
     released: bool,
     on_release: Option<Box<dyn FnOnce() + Send + Sync>>,
+    release_slot: Option<ReleaseSlot>,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -422,6 +520,7 @@ impl LockGuard {
             stop_monitor,
             released: false,
             on_release: None,
+            release_slot: None,
         }
     }
 
@@ -484,12 +583,16 @@ impl LockGuard {
         result
     }
 
-    /// Releases the lock without waiting for the server's reply. The delete is written to the
-    /// connection before this returns, so any later request of this session (the next
-    /// acquisition's create, say) is processed after it, and on a group-committing server both
-    /// share one fsync. Another contender can take the lock as soon as the delete is applied,
-    /// exactly as with [`LockGuard::release`]; stop using the protected resource before calling
-    /// it.
+    /// Releases the lock without waiting for the server's reply. Another contender can take
+    /// the lock as soon as the delete is applied, exactly as with [`LockGuard::release`]; stop
+    /// using the protected resource before calling it.
+    ///
+    /// For a [`super::Mutex`], the delete waits at most one scheduling turn of the tokio runtime
+    /// for the next `lock()` on the same mutex object (or a clone): if that comes first (a loop
+    /// that takes the lock again at once), the delete and the next create travel as one
+    /// transaction, one write instead of two; otherwise a spawned task sends the delete. For the
+    /// other locks the delete is written to the connection before this returns, so any later
+    /// request of this session is processed after it.
     ///
     /// If the delete fails (connection loss), a background task deletes the node by its
     /// protected UUID, retrying across reconnects until it is gone, the session is closed, or the
@@ -501,33 +604,35 @@ impl LockGuard {
         if let Some(hook) = self.on_release.take() {
             hook();
         }
-        self.send_delete();
+        self.release_soon();
     }
 
-    /// The background release of [`LockGuard::release_in_background`] and of `Drop`.
-    fn send_delete(&self) {
+    /// The background release of [`LockGuard::release_in_background`] and of `Drop`: parked in
+    /// the lock's [`ReleaseSlot`] for the next acquisition when there is one, else sent now.
+    fn release_soon(&self) {
         let Cleanup::ByUuid { parent, uuid } = &self.cleanup else {
             // SimpleLock checks the owner first: no blind delete.
             return self.spawn_cleanup();
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(path = %self.path, "no tokio runtime: lock node left to its session");
-            return;
-        };
-        // zookeeper-client sends the request at call time; the returned future only waits for
-        // the reply, so it may be awaited elsewhere.
-        let reply = self.session.client().delete(&self.path, None);
-        let session = self.session.clone();
-        let (parent, uuid, path) = (parent.clone(), uuid.clone(), self.path.clone());
-        runtime.spawn(async move {
-            match reply.await {
-                Ok(()) | Err(zk::Error::NoNode) => {}
-                Err(err) => {
-                    tracing::debug!(%path, error = %err, "background release failed; cleaning up by uuid");
-                    spawn_orphan_cleanup(&session, &parent, &uuid);
-                }
+        let runtime = tokio::runtime::Handle::try_current();
+        if let (Some(slot), Ok(runtime)) = (&self.release_slot, &runtime) {
+            let pending = PendingRelease {
+                path: self.path.clone(),
+                parent: parent.clone(),
+                uuid: uuid.clone(),
+                generation: self.generation,
+            };
+            if slot.put(pending).is_ok() {
+                let (slot, session, uuid) = (slot.clone(), self.session.clone(), uuid.clone());
+                runtime.spawn(async move {
+                    if let Some(p) = slot.take_if(&uuid) {
+                        send_delete(&session, &p.path, &p.parent, &p.uuid);
+                    }
+                });
+                return;
             }
-        });
+        }
+        send_delete(&self.session, &self.path, parent, uuid);
     }
 
     fn spawn_cleanup(&self) {
@@ -555,9 +660,32 @@ impl Drop for LockGuard {
             if let Some(hook) = self.on_release.take() {
                 hook();
             }
-            self.send_delete();
+            self.release_soon();
         }
     }
+}
+
+/// Sends the delete of a protected lock node now and, if it fails (connection loss), deletes
+/// the node by its UUID in the background, across reconnects.
+fn send_delete(session: &Session, path: &str, parent: &str, uuid: &str) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(%path, "no tokio runtime: lock node left to its session");
+        return;
+    };
+    // zookeeper-client sends the request at call time; the returned future only waits for the
+    // reply, so it may be awaited elsewhere.
+    let reply = session.client().delete(path, None);
+    let session = session.clone();
+    let (parent, uuid, path) = (parent.to_string(), uuid.to_string(), path.to_string());
+    runtime.spawn(async move {
+        match reply.await {
+            Ok(()) | Err(zk::Error::NoNode) => {}
+            Err(err) => {
+                tracing::debug!(%path, error = %err, "background release failed; cleaning up by uuid");
+                spawn_orphan_cleanup(&session, &parent, &uuid);
+            }
+        }
+    });
 }
 
 /// Deletes a guard's node (NoNode is success).

@@ -75,6 +75,7 @@ impl LeaseLock {
             ttl: Some(self.max_locked_time),
             options: &self.options,
             max_locked_time: Some(self.max_locked_time),
+            release_slot: None,
         };
         acquire(contend, Some(self.max_wait)).await
     }

@@ -4,8 +4,9 @@
 //! - [`Mutex`]: Curator's `InterProcessMutex` (ephemeral sequential, watch only the
 //!   predecessor), with node names `_c_<uuid>-lock-NNNNNNNNNN`, so a zkit process and a Java
 //!   Curator process exclude each other on the same path. The uncontended acquire is one round
-//!   trip (create and listing pipelined); [`LockGuard::release_in_background`] (or dropping the
-//!   guard) lets the delete share a group commit with the session's next write.
+//!   trip (create and listing pipelined); after [`LockGuard::release_in_background`] (or
+//!   dropping the guard), the next `lock()` on the same mutex object deletes the old node and
+//!   creates the new one in one transaction.
 //! - [`ReadWriteLock`]: Curator's `InterProcessReadWriteLock` (`__READ__` / `__WRIT__`).
 //! - [`Semaphore`]: Curator's `InterProcessSemaphoreV2` layout (`locks/`, `leases/`).
 //! - [`RevocableMutex`]: a mutex whose holder can be asked to release (`__REVOKE__` data).

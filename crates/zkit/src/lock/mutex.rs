@@ -6,7 +6,7 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use super::decide::{sorted_contenders, Rule, MUTEX_NAME};
-use super::internals::{acquire, Contend, LockGuard, LockOptions, REVOKE_MESSAGE};
+use super::internals::{acquire, Contend, LockGuard, LockOptions, ReleaseSlot, REVOKE_MESSAGE};
 use crate::error::Result;
 use crate::protected::join;
 use crate::session::Session;
@@ -20,6 +20,8 @@ pub struct Mutex {
     session: Session,
     path: String,
     options: LockOptions,
+    /// A background release waiting to share a transaction with the next `lock()`.
+    release_slot: ReleaseSlot,
 }
 
 impl Mutex {
@@ -34,6 +36,7 @@ impl Mutex {
             session: session.clone(),
             path: path.trim_end_matches('/').to_string(),
             options,
+            release_slot: ReleaseSlot::default(),
         }
     }
 
@@ -53,6 +56,7 @@ impl Mutex {
             ttl: None,
             options: &self.options,
             max_locked_time: None,
+            release_slot: Some(&self.release_slot),
         }
     }
 

@@ -76,6 +76,7 @@ impl ReadWriteLock {
             ttl: None,
             options: &self.options,
             max_locked_time: None,
+            release_slot: None,
         }
     }
 
