@@ -12,8 +12,9 @@
 //
 //   RESULT clients=4 cycles=5123 seconds=5.001 p50_us=701 p99_us=2890
 //
-// Before the first measured count, one client runs for a second unmeasured so that the JIT has
-// compiled the hot paths: the comparison is meant to be fair to Curator.
+// Before the first measured count, one client runs unmeasured rounds of one second until two
+// rounds in a row agree within 10% (at most 15 rounds), so that the JIT has compiled the hot
+// paths: the comparison is meant to be fair to Curator.
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -75,7 +76,8 @@ public class CuratorLockBench {
         return sorted[Math.max(0, Math.min(sorted.length - 1, index))];
     }
 
-    static void run(String connect, String path, int clients, double seconds, boolean print)
+    /** Runs one count; returns cycles per second. */
+    static double run(String connect, String path, int clients, double seconds, boolean print)
             throws Exception {
         List<CuratorFramework> sessions = new ArrayList<>();
         for (int i = 0; i < clients; i++) {
@@ -117,6 +119,7 @@ public class CuratorLockBench {
         for (CuratorFramework session : sessions) {
             session.close();
         }
+        return cycles / elapsed;
     }
 
     public static void main(String[] args) throws Exception {
@@ -126,7 +129,14 @@ public class CuratorLockBench {
         }
         String connect = args[0], base = args[1];
         double seconds = Double.parseDouble(args[3]);
-        run(connect, base + "/curator-warmup", 1, 1.0, false);
+        double previous = 0;
+        for (int round = 0; round < 15; round++) {
+            double rate = run(connect, base + "/curator-warmup", 1, 1.0, false);
+            if (previous > 0 && Math.abs(rate - previous) <= 0.1 * previous) {
+                break;
+            }
+            previous = rate;
+        }
         for (String n : args[2].split(",")) {
             int clients = Integer.parseInt(n.trim());
             run(connect, base + "/curator-" + clients, clients, seconds, true);

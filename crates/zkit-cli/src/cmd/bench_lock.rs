@@ -11,6 +11,9 @@
 //! zkit-on-zkit >= 3 x Curator-on-Apache). The Java and Python programs live in
 //! `crates/zkit-cli/bench/` and are embedded in the binary.
 //!
+//! Before measuring, both servers are warmed up until the rate is steady (a fresh JVM is several
+//! times slower for its first seconds), and the Curator program warms its own JVM the same way.
+//!
 //! It measures; it asserts nothing. Each run uses a fresh lock directory and deletes it after.
 
 use std::path::{Path, PathBuf};
@@ -386,6 +389,22 @@ async fn run_kazoo(
         .map_err(|e| format!("{e} (apt-get install python3-kazoo)"))
 }
 
+/// Unmeasured rounds (one second with 1 client, one with 16) until two rounds in a row agree
+/// within 10%, at most 15; returns the number of rounds.
+async fn warm_up(addr: &str, release: ReleaseMode) -> anyhow::Result<u32> {
+    let mut previous = 0.0;
+    for round in 1..=15 {
+        let single = measure(addr, "/zkit-bench-warmup", 1, 1, release).await?;
+        let contended = measure(addr, "/zkit-bench-warmup", 16, 1, release).await?;
+        let rate = single.rate + contended.rate;
+        if previous > 0.0 && (rate - previous).abs() <= 0.1 * previous {
+            return Ok(round);
+        }
+        previous = rate;
+    }
+    Ok(15)
+}
+
 async fn run_zkit(
     label: &str,
     server: &str,
@@ -541,12 +560,14 @@ async fn run_compare(args: &BenchLockArgs) -> anyhow::Result<i32> {
         "zkit serve on {} (fsync always), Apache ZooKeeper on {} (forceSync=yes); {} s per count, release {:?}",
         servers.zkit_addr, servers.apache_addr, args.seconds, args.release
     );
-    // A freshly started JVM serves its first seconds cold (JIT), and zkit-on-Apache would run
-    // first; warm both servers with a short unmeasured run so the order does not decide.
+    // A freshly started JVM serves its first ~10 seconds cold (JIT: a single client's rate on
+    // it triples meanwhile), and zkit-on-Apache runs first: warm both servers until the rate is
+    // steady, so that the order does not decide.
     for addr in [&servers.apache_addr, &servers.zkit_addr] {
-        measure(addr, "/zkit-bench-warmup", 4, 2, args.release)
+        let rounds = warm_up(addr, args.release)
             .await
             .with_context(|| format!("warm-up on {addr}"))?;
+        eprintln!("  warm-up on {addr}: steady after {rounds} rounds");
     }
     let zkit_on_zkit = run_zkit("zkit-on-zkit", &servers.zkit_addr, args).await;
     let zkit_on_apache = run_zkit("zkit-on-Apache", &servers.apache_addr, args).await;

@@ -134,9 +134,90 @@ pub fn holds_when_gone<S: AsRef<str>>(
     decide_with(my_node, &rest, rule, exempt) == Decision::Acquired
 }
 
+/// For a mutex contender that is not next in line: the contender its predecessor waits for
+/// (the one two places ahead). When that one goes, our predecessor typically holds the lock, and
+/// a listing taken then tells whether our predecessor's deletion will make us the holder
+/// ([`holds_when_gone`]), so that no listing is needed after it. `None` for other rules, when we
+/// are next in line, or when we are not waiting at all. Watching it only makes a listing
+/// happen sooner; it is never a reason to hold by itself. Each node is still watched by at most
+/// two contenders: no herd.
+pub fn early_watch<S: AsRef<str>>(
+    my_node: &str,
+    children: &[S],
+    rule: Rule,
+    exempt: Option<&str>,
+) -> Option<String> {
+    if rule != (Rule::Exclusive { max_leases: 1 }) {
+        return None;
+    }
+    let Decision::WatchPredecessor(predecessor) = decide_with(my_node, children, rule, exempt)
+    else {
+        return None;
+    };
+    match decide_with(&predecessor, children, rule, exempt) {
+        Decision::WatchPredecessor(ahead) => Some(ahead),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn early_watch_is_the_contender_two_places_ahead() {
+        let children = names(&[
+            "_c_d-lock-0000000007",
+            "_c_a-lock-0000000001",
+            "junk",
+            "_c_c-lock-0000000004",
+            "_c_b-lock-0000000002",
+        ]);
+        let mutex = Rule::Exclusive { max_leases: 1 };
+        // Fourth (by sequence, not by name): waits for the third, early-watches the second.
+        assert_eq!(
+            early_watch("_c_d-lock-0000000007", &children, mutex, None),
+            Some("_c_b-lock-0000000002".to_string())
+        );
+        assert_eq!(
+            early_watch("_c_c-lock-0000000004", &children, mutex, None),
+            Some("_c_a-lock-0000000001".to_string())
+        );
+        // Next in line, holder, not listed: nothing to watch early.
+        assert_eq!(
+            early_watch("_c_b-lock-0000000002", &children, mutex, None),
+            None
+        );
+        assert_eq!(
+            early_watch("_c_a-lock-0000000001", &children, mutex, None),
+            None
+        );
+        assert_eq!(
+            early_watch("_c_z-lock-0000000009", &children, mutex, None),
+            None
+        );
+        // Other rules keep Curator's single watch.
+        let two = Rule::Exclusive { max_leases: 2 };
+        assert_eq!(
+            early_watch("_c_d-lock-0000000007", &children, two, None),
+            None
+        );
+        assert_eq!(
+            early_watch("_c_d-lock-0000000007", &children, Rule::Shared, None),
+            None
+        );
+        // After the early-watched node goes, a new listing shows whether we are next in line.
+        let later = names(&[
+            "_c_c-lock-0000000004",
+            "_c_d-lock-0000000007",
+            "_c_e-lock-0000000009",
+        ]);
+        assert!(holds_when_gone("_c_d-lock-0000000007", &later, mutex, None));
+        assert_eq!(
+            early_watch("_c_e-lock-0000000009", &later, mutex, None),
+            Some("_c_c-lock-0000000004".to_string())
+        );
+    }
 
     #[test]
     fn second_in_line_holds_when_its_predecessor_goes() {

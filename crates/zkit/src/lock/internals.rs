@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
-use super::decide::{decide_with, holds_when_gone, Decision, Rule};
+use super::decide::{decide_with, early_watch, holds_when_gone, Decision, Rule};
 use crate::error::{Error, Result};
 use crate::protected::{
     create_protected_and_list, join, spawn_orphan_cleanup, CreatedNode, ProtectedCreate,
@@ -369,15 +369,15 @@ async fn attempt(c: &Contend<'_>, uuid: &str, bound: Option<u64>) -> Result<Opti
             // Our ephemeral node went with the old session.
             return Err(Error::SessionLost);
         }
-        // The pipelined listing is only valid for the first decision.
+        // A listing taken by the previous step (or pipelined with the create) decides once.
         let listed = prefetched.take();
-        let step: Result<Option<bool>> = async {
+        let step: Result<Next> = async {
             let children = match listed {
                 Some(children) => children,
                 None => client.list_children(c.parent).await?,
             };
             match decide_with(&node.name, &children, c.rule, c.exempt.as_deref()) {
-                Decision::NodeGone => Ok(Some(false)),
+                Decision::NodeGone => Ok(Next::NodeGone),
                 Decision::Acquired => {
                     // CURATOR-696: never declare ownership of a node that is gone or that
                     // belongs to a dead session. The listing just showed the node; the server
@@ -385,54 +385,35 @@ async fn attempt(c: &Contend<'_>, uuid: &str, bound: Option<u64>) -> Result<Opti
                     // after a retry), so a second read is only needed when that owner is not
                     // the session we are on now.
                     if !ephemeral || node.ephemeral_owner == client.session_id().0 {
-                        return Ok(Some(true));
+                        return Ok(Next::Held);
                     }
                     let stat = client.check_stat(&node.path).await?;
-                    Ok(Some(match stat {
-                        Some(stat) => !ephemeral || stat.ephemeral_owner == client.session_id().0,
-                        None => false,
-                    }))
+                    Ok(match stat {
+                        Some(stat)
+                            if !ephemeral || stat.ephemeral_owner == client.session_id().0 =>
+                        {
+                            Next::Held
+                        }
+                        _ => Next::NodeGone,
+                    })
                 }
                 Decision::WatchPredecessor(predecessor) => {
-                    // Whether the predecessor's deletion alone makes us the holder (we were
-                    // next in line): then the hand-off needs no second listing.
-                    let next_in_line =
-                        holds_when_gone(&node.name, &children, c.rule, c.exempt.as_deref());
-                    let (stat, watcher) = client
-                        .check_and_watch_stat(&join(c.parent, &predecessor))
-                        .await?;
-                    if stat.is_none() {
-                        return Ok(None);
-                    }
                     // Keep no client clone while waiting: after Lost it would keep the old
                     // ZooKeeper session (and our old node) alive.
                     drop(client);
-                    let deleted = tokio::select! {
-                        event = watcher.changed() => event.event_type == zk::EventType::NodeDeleted,
-                        // Checked at the top of the loop (lost-signal for waiters).
-                        _ = state_rx.changed() => false,
-                    };
-                    if deleted && next_in_line {
-                        // The same ownership check as `Acquired` (CURATOR-696), on the session
-                        // the node was created on; otherwise decide again from a listing.
-                        let (client, generation) = c.session.client_and_generation();
-                        check_session(c, bound, &c.session.state())?;
-                        if !ephemeral
-                            || (generation == node.generation
-                                && node.ephemeral_owner == client.session_id().0)
-                        {
-                            return Ok(Some(true));
-                        }
-                    }
-                    Ok(None)
+                    wait_for_predecessor(c, bound, &node, &children, predecessor, &mut state_rx)
+                        .await
                 }
             }
         }
         .await;
         match step {
-            Ok(Some(true)) => return Ok(Some(node)),
-            Ok(Some(false)) => return Ok(None),
-            Ok(None) => retries = 0,
+            Ok(Next::Held) => return Ok(Some(node)),
+            Ok(Next::NodeGone) => return Ok(None),
+            Ok(Next::Again(listing)) => {
+                prefetched = listing;
+                retries = 0;
+            }
             Err(Error::SessionExpired | Error::SessionLost) if ephemeral => {
                 return Err(Error::SessionLost)
             }
@@ -444,6 +425,143 @@ async fn attempt(c: &Contend<'_>, uuid: &str, bound: Option<u64>) -> Result<Opti
                 recover(c.session, err, &c.options.retry, &mut retries, start).await?
             }
             Err(err) => return Err(err),
+        }
+    }
+}
+
+/// A listing of `parent` on the session's current client, holding that client only while the
+/// request is in flight (sent when first polled).
+fn list_children(
+    session: &Session,
+    parent: &str,
+) -> std::pin::Pin<
+    Box<impl std::future::Future<Output = std::result::Result<Vec<String>, zk::Error>>>,
+> {
+    let client = session.client();
+    let parent = parent.to_string();
+    Box::pin(async move { client.list_children(&parent).await })
+}
+
+/// What one decision step of [`attempt`] leads to.
+enum Next {
+    /// We hold the lock.
+    Held,
+    /// Our node is gone: start over with a new one.
+    NodeGone,
+    /// Decide again, from this listing when there is one (else from a new one).
+    Again(Option<Vec<String>>),
+}
+
+/// Waits, after `children` told us to watch `predecessor`, until something needs a new decision.
+///
+/// The hand-off costs no listing when we are next in line ([`holds_when_gone`]): the
+/// predecessor's deletion alone makes us the holder. Further back, we also watch the contender
+/// ahead of our predecessor ([`early_watch`]); when it goes, a listing is taken right away, while
+/// our predecessor typically still holds the lock, so that by the time our predecessor's
+/// deletion arrives we already know whether we are next in line, and the listing Curator takes
+/// after that deletion is off the hand-off's critical path. Every decision to hold still comes
+/// from a listing (through [`holds_when_gone`]); the early watch only takes that listing sooner.
+async fn wait_for_predecessor(
+    c: &Contend<'_>,
+    bound: Option<u64>,
+    node: &CreatedNode,
+    children: &[String],
+    predecessor: String,
+    state_rx: &mut tokio::sync::watch::Receiver<SessionEvent>,
+) -> Result<Next> {
+    let exempt = c.exempt.as_deref();
+    let mut next_in_line = holds_when_gone(&node.name, children, c.rule, exempt);
+    let early = if next_in_line {
+        None
+    } else {
+        early_watch(&node.name, children, c.rule, exempt)
+    };
+    // Keep no client clone while waiting (after Lost it would keep the old ZooKeeper session,
+    // and our old node, alive): each request below takes one for its own duration.
+    let (watcher, early_stat) = {
+        let client = c.session.client();
+        // Both watches leave back to back (zookeeper-client sends at call time).
+        let predecessor_watch = client.check_and_watch_stat(&join(c.parent, &predecessor));
+        let early_watch_request = early
+            .as_ref()
+            .map(|early| client.check_and_watch_stat(&join(c.parent, early)));
+        let (stat, watcher) = predecessor_watch.await?;
+        if stat.is_none() {
+            return Ok(Next::Again(None));
+        }
+        let early_stat = match early_watch_request {
+            Some(request) => Some(request.await?),
+            None => None,
+        };
+        (watcher, early_stat)
+    };
+    let mut early_watcher = None;
+    let mut relist = None;
+    match early_stat {
+        Some((Some(_), watcher)) => early_watcher = Some(Box::pin(watcher.changed())),
+        // Already gone: list now.
+        Some((None, _)) => relist = Some(list_children(c.session, c.parent)),
+        None => {}
+    }
+    let mut predecessor_gone = std::pin::pin!(watcher.changed());
+    loop {
+        tokio::select! {
+            event = &mut predecessor_gone => {
+                if event.event_type != zk::EventType::NodeDeleted {
+                    // Data written (a revocation request) or the like: decide again.
+                    return Ok(Next::Again(None));
+                }
+                if next_in_line {
+                    // The same ownership check as `Decision::Acquired` (CURATOR-696), on the
+                    // session the node was created on; otherwise decide again from a listing.
+                    let (client, generation) = c.session.client_and_generation();
+                    check_session(c, bound, &c.session.state())?;
+                    if bound.is_none()
+                        || (generation == node.generation
+                            && node.ephemeral_owner == client.session_id().0)
+                    {
+                        return Ok(Next::Held);
+                    }
+                    return Ok(Next::Again(None));
+                }
+                // A listing in flight was sent after our predecessor's own predecessor went;
+                // deciding from it (or from a new one when it failed) is always sound.
+                return Ok(Next::Again(match relist.take() {
+                    Some(listing) => listing.await.ok(),
+                    None => None,
+                }));
+            }
+            event = async { early_watcher.as_mut().expect("guarded").await }, if early_watcher.is_some() => {
+                early_watcher = None;
+                if event.event_type == zk::EventType::NodeDeleted && relist.is_none() {
+                    relist = Some(list_children(c.session, c.parent));
+                }
+            }
+            listing = async { relist.as_mut().expect("guarded").await }, if relist.is_some() => {
+                relist = None;
+                let listing = listing?;
+                match decide_with(&node.name, &listing, c.rule, exempt) {
+                    Decision::WatchPredecessor(p) if p == predecessor => {
+                        // Still waiting for the same node; maybe next in line now.
+                        next_in_line = holds_when_gone(&node.name, &listing, c.rule, exempt);
+                        if !next_in_line {
+                            if let Some(early) = early_watch(&node.name, &listing, c.rule, exempt) {
+                                let client = c.session.client();
+                                match client.check_and_watch_stat(&join(c.parent, &early)).await? {
+                                    (Some(_), watcher) => {
+                                        early_watcher = Some(Box::pin(watcher.changed()));
+                                    }
+                                    (None, _) => relist = Some(list_children(c.session, c.parent)),
+                                }
+                            }
+                        }
+                    }
+                    // Held, gone, or a different predecessor: decide from this listing.
+                    _ => return Ok(Next::Again(Some(listing))),
+                }
+            }
+            // Checked at the top of `attempt`'s loop (lost-signal for waiters).
+            _ = state_rx.changed() => return Ok(Next::Again(None)),
         }
     }
 }

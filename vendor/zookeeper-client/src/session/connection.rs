@@ -4,6 +4,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_io::Timer;
+#[cfg(any(not(feature = "tokio"), feature = "tls"))]
 use async_net::TcpStream;
 use asyncs::select;
 use bytes::buf::BufMut;
@@ -20,9 +21,18 @@ use crate::endpoint::{EndpointRef, IterableEndpoints};
 #[cfg(feature = "tls")]
 use crate::tls::TlsClient;
 
+// zkit patch: with the `tokio` feature, plain connections use tokio's socket, driven by the
+// tokio runtime the session task runs on, instead of async-io's reactor thread: a reply then
+// wakes the session task directly rather than through another thread, and a read that would
+// block costs no extra epoll_ctl.
+#[cfg(feature = "tokio")]
+type RawStream = tokio_util::compat::Compat<tokio::net::TcpStream>;
+#[cfg(not(feature = "tokio"))]
+type RawStream = TcpStream;
+
 #[derive(Debug)]
 pub enum Connection {
-    Raw(TcpStream),
+    Raw(RawStream),
     #[cfg(feature = "tls")]
     Tls(Box<TlsStream<TcpStream>>),
 }
@@ -123,7 +133,7 @@ impl AsyncWrite for ConnWriter<'_> {
 }
 
 impl Connection {
-    pub fn new_raw(stream: TcpStream) -> Self {
+    pub fn new_raw(stream: RawStream) -> Self {
         Self::Raw(stream)
     }
 
@@ -201,8 +211,19 @@ impl Connector {
         // zkit patch: disable Nagle, as ZooKeeper's Java client does (`setTcpNoDelay(true)` in
         // ClientCnxnSocketNIO). Without it a request pipelined behind an unacknowledged one
         // waits for the server's reply to the first before it leaves.
-        let stream = TcpStream::connect((endpoint.host, endpoint.port)).await?;
-        stream.set_nodelay(true)?;
+        #[cfg(feature = "tokio")]
+        let stream = {
+            // zkit patch: tokio's socket (see `RawStream`).
+            let stream = tokio::net::TcpStream::connect((endpoint.host, endpoint.port)).await?;
+            stream.set_nodelay(true)?;
+            tokio_util::compat::TokioAsyncReadCompatExt::compat(stream)
+        };
+        #[cfg(not(feature = "tokio"))]
+        let stream = {
+            let stream = TcpStream::connect((endpoint.host, endpoint.port)).await?;
+            stream.set_nodelay(true)?;
+            stream
+        };
         Ok(Connection::new_raw(stream))
     }
 
