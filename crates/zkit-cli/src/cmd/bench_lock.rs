@@ -68,6 +68,11 @@ pub struct BenchLockArgs {
     /// Start a private Apache ZooKeeper and `zkit serve` and compare zkit, Curator and kazoo.
     #[arg(long)]
     pub compare: bool,
+    /// With --compare: how many times to measure every (implementation, client count) pair;
+    /// the table shows the median run. Each round runs the four implementations back to back
+    /// for one client count before the next, so a slow spell of the machine hits them alike.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
     /// With --compare: the Apache ZooKeeper port [default: a free port].
     #[arg(long)]
     pub apache_port: Option<u16>,
@@ -334,12 +339,8 @@ async fn run_foreign(
     Ok(rows)
 }
 
-async fn run_curator(
-    work: &Path,
-    server: &str,
-    clients: &str,
-    seconds: u64,
-) -> Result<Vec<BenchRow>, String> {
+/// Compiles the Curator program once; returns the classpath to run it with.
+async fn compile_curator(work: &Path) -> Result<String, String> {
     let classpath = curator_classpath()?;
     let dir = work.join("curator");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -357,10 +358,19 @@ async fn run_curator(
     if !status.success() {
         return Err(format!("javac failed ({status})"));
     }
+    Ok(format!("{classpath}:{}", dir.display()))
+}
+
+async fn run_curator(
+    classpath: &str,
+    server: &str,
+    clients: &str,
+    seconds: u64,
+) -> Result<Vec<BenchRow>, String> {
     let mut command = tokio::process::Command::new("java");
     command
         .arg("-cp")
-        .arg(format!("{classpath}:{}", dir.display()))
+        .arg(classpath)
         .arg("CuratorLockBench")
         .args([server, "/zkit-bench-curator", clients, &seconds.to_string()]);
     run_foreign("Curator", command).await
@@ -408,26 +418,48 @@ async fn warm_up(addr: &str, release: ReleaseMode) -> anyhow::Result<u32> {
 async fn run_zkit(
     label: &str,
     server: &str,
+    clients: usize,
     args: &BenchLockArgs,
 ) -> Result<Vec<BenchRow>, String> {
-    let mut rows = Vec::new();
-    for &clients in &args.clients {
-        let row = measure(
-            server,
-            &args.path,
-            clients.max(1),
-            args.seconds,
-            args.release,
-        )
+    let row = measure(server, &args.path, clients, args.seconds, args.release)
         .await
         .map_err(|e| format!("{label}: {e:#}"))?;
-        eprintln!(
-            "  {label}: {} clients {:.0} cycles/s",
-            row.clients, row.rate
-        );
-        rows.push(row);
+    eprintln!(
+        "  {label}: {} clients {:.0} cycles/s",
+        row.clients, row.rate
+    );
+    Ok(vec![row])
+}
+
+/// The runs of one implementation over all rounds: every row, or the first failure.
+struct Runs(Result<Vec<BenchRow>, String>);
+
+impl Runs {
+    fn add(&mut self, result: Result<Vec<BenchRow>, String>) {
+        match (&mut self.0, result) {
+            (Ok(rows), Ok(more)) => rows.extend(more),
+            (Ok(_), Err(why)) => self.0 = Err(why),
+            (Err(_), _) => {}
+        }
     }
-    Ok(rows)
+
+    fn failed(&self) -> bool {
+        self.0.is_err()
+    }
+
+    /// Per client count, the run with the median rate (the lower middle one for an even count).
+    fn medians(self, clients: &[usize]) -> Result<Vec<BenchRow>, String> {
+        let rows = self.0?;
+        Ok(clients
+            .iter()
+            .filter_map(|&n| {
+                let mut runs: Vec<BenchRow> =
+                    rows.iter().filter(|r| r.clients == n).copied().collect();
+                runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+                runs.get(runs.len().saturating_sub(1) / 2).copied()
+            })
+            .collect())
+    }
 }
 
 /// One column of the comparison.
@@ -546,11 +578,6 @@ async fn run_compare(args: &BenchLockArgs) -> anyhow::Result<i32> {
         }
     };
     let clients: Vec<usize> = args.clients.iter().map(|&n| n.max(1)).collect();
-    let clients_arg = clients
-        .iter()
-        .map(|n| n.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
     eprintln!(
         "starting Apache ZooKeeper and zkit serve under {}",
         work.display()
@@ -569,11 +596,38 @@ async fn run_compare(args: &BenchLockArgs) -> anyhow::Result<i32> {
             .with_context(|| format!("warm-up on {addr}"))?;
         eprintln!("  warm-up on {addr}: steady after {rounds} rounds");
     }
-    let zkit_on_zkit = run_zkit("zkit-on-zkit", &servers.zkit_addr, args).await;
-    let zkit_on_apache = run_zkit("zkit-on-Apache", &servers.apache_addr, args).await;
-    let curator = run_curator(&work, &servers.apache_addr, &clients_arg, args.seconds).await;
-    let kazoo = run_kazoo(&work, &servers.apache_addr, &clients_arg, args.seconds).await;
+    let classpath = compile_curator(&work).await;
+    let mut zkit_on_zkit = Runs(Ok(Vec::new()));
+    let mut zkit_on_apache = Runs(Ok(Vec::new()));
+    let mut curator = Runs(classpath.clone().map(|_| Vec::new()));
+    let mut kazoo = Runs(Ok(Vec::new()));
+    for round in 1..=args.rounds.max(1) {
+        eprintln!("round {round} of {}", args.rounds.max(1));
+        for &n in &clients {
+            // A failed implementation is not run again.
+            if !zkit_on_zkit.failed() {
+                zkit_on_zkit.add(run_zkit("zkit-on-zkit", &servers.zkit_addr, n, args).await);
+            }
+            if !zkit_on_apache.failed() {
+                zkit_on_apache.add(run_zkit("zkit-on-Apache", &servers.apache_addr, n, args).await);
+            }
+            if let (Ok(classpath), false) = (&classpath, curator.failed()) {
+                let n = n.to_string();
+                curator.add(run_curator(classpath, &servers.apache_addr, &n, args.seconds).await);
+            }
+            if !kazoo.failed() {
+                let n = n.to_string();
+                kazoo.add(run_kazoo(&work, &servers.apache_addr, &n, args.seconds).await);
+            }
+        }
+    }
     servers.stop().await?;
+    let (zkit_on_zkit, zkit_on_apache, curator, kazoo) = (
+        zkit_on_zkit.medians(&clients),
+        zkit_on_apache.medians(&clients),
+        curator.medians(&clients),
+        kazoo.medians(&clients),
+    );
     let columns = [
         Column {
             name: "zkit-on-zkit",
@@ -593,6 +647,10 @@ async fn run_compare(args: &BenchLockArgs) -> anyhow::Result<i32> {
         },
     ];
     let (table, held) = compare_table(&columns, &clients);
+    println!(
+        "median of {} rounds per cell (each round's figures are on stderr above)",
+        args.rounds.max(1)
+    );
     println!("{table}");
     println!(
         "targets: {}",
@@ -616,6 +674,31 @@ mod tests {
         assert_eq!(row.p99, Duration::from_micros(2900));
         assert!(parse_result("RESULT clients=4").is_none());
         assert!(parse_result("noise").is_none());
+    }
+
+    #[test]
+    fn runs_report_the_median_per_client_count_or_the_first_failure() {
+        let row = |clients, rate| BenchRow {
+            clients,
+            cycles: 10,
+            rate,
+            p50: Duration::from_millis(1),
+            p99: Duration::from_millis(2),
+        };
+        let mut runs = Runs(Ok(Vec::new()));
+        for (n, rate) in [(1, 300.0), (4, 40.0), (1, 100.0), (4, 10.0), (1, 200.0)] {
+            runs.add(Ok(vec![row(n, rate)]));
+        }
+        let medians = runs.medians(&[1, 4, 16]).expect("no failure");
+        let rates: Vec<(usize, f64)> = medians.iter().map(|r| (r.clients, r.rate)).collect();
+        // 1: median of three; 4: the lower of two; 16: never measured.
+        assert_eq!(rates, vec![(1, 200.0), (4, 10.0)]);
+        let mut failing = Runs(Ok(vec![row(1, 1.0)]));
+        failing.add(Err("first".into()));
+        assert!(failing.failed());
+        failing.add(Err("second".into()));
+        failing.add(Ok(vec![row(1, 2.0)]));
+        assert_eq!(failing.medians(&[1]).unwrap_err(), "first");
     }
 
     #[test]
