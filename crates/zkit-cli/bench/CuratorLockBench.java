@@ -12,9 +12,9 @@
 //
 //   RESULT clients=4 cycles=5123 seconds=5.001 p50_us=701 p99_us=2890
 //
-// Before the first measured count, one client runs unmeasured rounds of one second until two
-// rounds in a row agree within 10% (at most 15 rounds), so that the JIT has compiled the hot
-// paths: the comparison is meant to be fair to Curator.
+// Before the first measured count, that many clients run unmeasured rounds of one second until
+// two rounds in a row agree within 10% (at most 15 rounds), so that the JIT has compiled the hot
+// paths, contended ones included: the comparison is meant to be fair to Curator.
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -129,15 +129,17 @@ public class CuratorLockBench {
         }
         String connect = args[0], base = args[1];
         double seconds = Double.parseDouble(args[3]);
+        String[] counts = args[2].split(",");
+        int warmupClients = Integer.parseInt(counts[0].trim());
         double previous = 0;
         for (int round = 0; round < 15; round++) {
-            double rate = run(connect, base + "/curator-warmup", 1, 1.0, false);
+            double rate = run(connect, base + "/curator-warmup", warmupClients, 1.0, false);
             if (previous > 0 && Math.abs(rate - previous) <= 0.1 * previous) {
                 break;
             }
             previous = rate;
         }
-        for (String n : args[2].split(",")) {
+        for (String n : counts) {
             int clients = Integer.parseInt(n.trim());
             run(connect, base + "/curator-" + clients, clients, seconds, true);
         }

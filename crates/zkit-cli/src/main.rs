@@ -68,9 +68,23 @@ fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Command::Serve(args) = &cli.command {
+        runtime.worker_threads(cmd::serve::worker_threads(args));
+    }
+    match runtime.build() {
+        Ok(runtime) => runtime.block_on(run(cli)),
+        Err(err) => {
+            eprintln!("Error: cannot start the tokio runtime: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(args).await,
         Command::Node(command) => cmd::node::run(command).await,

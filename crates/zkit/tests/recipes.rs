@@ -10,7 +10,11 @@ use zkit::lock::{LeaseLock, ReadWriteLock, RevocableMutex, Semaphore, SimpleLock
 use zkit::Error;
 use zkit_testkit::unique_path;
 
+/// How long an acquisition that must time out waits.
 const SHORT: Duration = Duration::from_millis(300);
+/// Bound for an acquisition that must succeed: generous, since a cold JVM under a parallel test
+/// run can take longer than `SHORT` even for an uncontended lock.
+const AMPLE: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn read_write_lock_semantics() {
@@ -22,8 +26,8 @@ async fn read_write_lock_semantics() {
         let rw_b = ReadWriteLock::new(&b, &path);
 
         // Readers share.
-        let r1 = rw_a.read(Some(SHORT)).await.expect("read a");
-        let r2 = rw_b.read(Some(SHORT)).await.expect("read b shares");
+        let r1 = rw_a.read(Some(AMPLE)).await.expect("read a");
+        let r2 = rw_b.read(Some(AMPLE)).await.expect("read b shares");
         // A writer waits for readers.
         assert!(
             matches!(rw_b.write(Some(SHORT)).await, Err(Error::BadArguments(_))),
@@ -37,7 +41,7 @@ async fn read_write_lock_semantics() {
         r1.release().await.expect("release");
         r2.release().await.expect("release");
         // A writer excludes readers and writers.
-        let w = rw_c.write(Some(SHORT)).await.expect("write");
+        let w = rw_c.write(Some(AMPLE)).await.expect("write");
         assert!(matches!(
             rw_a.read(Some(SHORT)).await,
             Err(Error::Timeout(_))
@@ -47,11 +51,11 @@ async fn read_write_lock_semantics() {
             Err(Error::Timeout(_))
         ));
         // ... but its holder may also read (downgrade).
-        let r_own = rw_c.read(Some(SHORT)).await.expect("writer may read");
+        let r_own = rw_c.read(Some(AMPLE)).await.expect("writer may read");
         w.release().await.expect("release");
         // Readers behind the writer's remaining read lock may now share it.
         let r3 = rw_a
-            .read(Some(SHORT))
+            .read(Some(AMPLE))
             .await
             .expect("read after write released");
         r_own.release().await.expect("release");
@@ -70,8 +74,8 @@ async fn semaphore_grants_at_most_n_leases() {
         let b = session(&target.addr, Duration::from_secs(10)).await;
         let sem_a = Semaphore::new(&a, &path, 2);
         let sem_b = Semaphore::new(&b, &path, 2);
-        let l1 = sem_a.acquire(Some(SHORT)).await.expect("lease 1");
-        let l2 = sem_b.acquire(Some(SHORT)).await.expect("lease 2");
+        let l1 = sem_a.acquire(Some(AMPLE)).await.expect("lease 1");
+        let l2 = sem_b.acquire(Some(AMPLE)).await.expect("lease 2");
         assert!(matches!(
             sem_b.acquire(Some(SHORT)).await,
             Err(Error::Timeout(_))
@@ -141,7 +145,7 @@ async fn lease_lock_is_reaped_by_ttl() {
         let a = session(&target.addr, Duration::from_secs(10)).await;
         let b = session(&target.addr, Duration::from_secs(10)).await;
         let ttl = Duration::from_millis(1500);
-        let held = match LeaseLock::new(&a, &path, SHORT, ttl).acquire().await {
+        let held = match LeaseLock::new(&a, &path, AMPLE, ttl).acquire().await {
             Err(Error::Unimplemented(why)) => {
                 panic!("{}: TTL nodes refused: {why}", target.name)
             }
@@ -177,7 +181,7 @@ async fn simple_lock_unique_name() {
         let a = session(&target.addr, Duration::from_secs(10)).await;
         let b = session(&target.addr, Duration::from_secs(10)).await;
         let g = SimpleLock::new(&a, &path)
-            .lock(Some(SHORT))
+            .lock(Some(AMPLE))
             .await
             .expect("lock");
         assert!(matches!(

@@ -72,6 +72,11 @@ pub struct ServeArgs {
     /// [default: always]
     #[arg(long, value_parser = parse_fsync)]
     pub fsync: Option<FsyncMode>,
+    /// Threads that serve connections and the request pipeline [default: one per CPU core but
+    /// one, at least 1: the write-ahead log has a thread of its own, which a write-heavy load
+    /// keeps busy]. The environment variable TOKIO_WORKER_THREADS overrides the default too.
+    #[arg(long)]
+    pub worker_threads: Option<usize>,
     /// snapCount: txns between background snapshots [default: 100000].
     #[arg(long)]
     pub snap_count: Option<u64>,
@@ -265,4 +270,46 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     Ok(async {
         let _ = tokio::signal::ctrl_c().await;
     })
+}
+
+/// Worker threads of `zkit serve`'s runtime: `--worker-threads`, else `TOKIO_WORKER_THREADS`,
+/// else one per core but one (the WAL thread's), at least 1.
+pub fn worker_threads(args: &ServeArgs) -> usize {
+    if let Some(n) = args.worker_threads {
+        return n.max(1);
+    }
+    if let Some(n) = std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        return n.max(1);
+    }
+    std::thread::available_parallelism()
+        .map(|n| n.get().saturating_sub(1))
+        .unwrap_or(1)
+        .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn worker_threads_flag_wins_and_is_at_least_one() {
+        let args = Wrapper::parse_from(["zkit", "--worker-threads", "3"]).serve;
+        assert_eq!(worker_threads(&args), 3);
+        let args = Wrapper::parse_from(["zkit", "--worker-threads", "0"]).serve;
+        assert_eq!(worker_threads(&args), 1);
+        // The default depends on the machine (and TOKIO_WORKER_THREADS), never below 1.
+        let args = Wrapper::parse_from(["zkit"]).serve;
+        assert!(worker_threads(&args) >= 1);
+    }
 }
