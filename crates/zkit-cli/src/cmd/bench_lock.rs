@@ -676,15 +676,19 @@ mod tests {
         assert!(parse_result("noise").is_none());
     }
 
-    #[test]
-    fn runs_report_the_median_per_client_count_or_the_first_failure() {
-        let row = |clients, rate| BenchRow {
+    /// A measured row with fixed latencies.
+    fn row(clients: usize, rate: f64) -> BenchRow {
+        BenchRow {
             clients,
             cycles: 10,
             rate,
             p50: Duration::from_millis(1),
             p99: Duration::from_millis(2),
-        };
+        }
+    }
+
+    #[test]
+    fn runs_report_the_median_per_client_count_or_the_first_failure() {
         let mut runs = Runs(Ok(Vec::new()));
         for (n, rate) in [(1, 300.0), (4, 40.0), (1, 100.0), (4, 10.0), (1, 200.0)] {
             runs.add(Ok(vec![row(n, rate)]));
@@ -703,13 +707,6 @@ mod tests {
 
     #[test]
     fn table_reports_ratios_and_missing_columns() {
-        let row = |clients, rate| BenchRow {
-            clients,
-            cycles: 10,
-            rate,
-            p50: Duration::from_millis(1),
-            p99: Duration::from_millis(2),
-        };
         let columns = [
             Column {
                 name: "zkit-on-zkit",
