@@ -338,11 +338,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
         "configuration" => {
             let c = &shared.config;
             let (min, max) = c.session_timeout_bounds_ms();
-            let dir = c
-                .data_dir
-                .as_ref()
-                .map(|d| d.display().to_string())
-                .unwrap_or_default();
+            let dir = c.data_dir_display();
             put("client_port", json!(c.listen.port()));
             put("data_dir", json!(dir));
             put("data_log_dir", json!(dir));

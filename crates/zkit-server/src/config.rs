@@ -104,6 +104,14 @@ impl ServerConfig {
         (min, max)
     }
 
+    /// The data dir as the admin commands print it (`dataDir`); empty for an in-memory server.
+    pub(crate) fn data_dir_display(&self) -> String {
+        self.data_dir
+            .as_ref()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default()
+    }
+
     /// The settings the state machine needs.
     pub(crate) fn core_config(&self) -> zkit_core::Config {
         let ms32 = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);

@@ -787,11 +787,7 @@ fn file_descriptors() -> (Option<u64>, Option<u64>) {
 fn conf(shared: &Shared) -> String {
     let c = &shared.config;
     let (min, max) = c.session_timeout_bounds_ms();
-    let dir = c
-        .data_dir
-        .as_ref()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
+    let dir = c.data_dir_display();
     let size = data_dir_size(shared);
     format!(
         "clientPort={}\nsecureClientPort=-1\ndataDir={dir}\ndataDirSize={size}\n\

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Raw, WAIT};
-use zkit_proto::{ConnectRequest, CreateRequest, PathWatchRequest, Record, Request};
+use zkit_proto::{CreateRequest, PathWatchRequest, Request};
 use zkit_server::storage::durable::DurableOptions;
 use zkit_server::storage::wal::WalOptions;
 use zkit_server::storage::WalStorage;
@@ -94,16 +94,7 @@ async fn start(data: &Path) -> Server {
 /// session's creation).
 async fn session(server: &Server) -> Option<Raw> {
     let mut raw = Raw::connect(server.addr()).await;
-    let request = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 30_000,
-        session_id: 0,
-        passwd: vec![0; 16],
-        read_only: Some(false),
-    };
-    raw.send_frame(|b| request.encode(b)).await;
-    raw.read_frame().await?;
+    raw.try_handshake().await?;
     Some(raw)
 }
 

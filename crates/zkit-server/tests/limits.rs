@@ -84,20 +84,7 @@ async fn a_flooding_client_is_throttled_and_others_are_served() {
 
     // Another client keeps being served.
     let started = Instant::now();
-    let (mut normal, _) = Raw::session(addr).await;
-    for xid in 1..=200 {
-        normal
-            .send_request(
-                xid,
-                &Request::Exists(PathWatchRequest {
-                    path: "/big".into(),
-                    watch: false,
-                }),
-            )
-            .await;
-        let (header, _) = normal.read_reply().await.expect("exists reply");
-        assert_eq!((header.xid, header.err), (xid, 0));
-    }
+    served_meanwhile(addr, 200).await;
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "the normal client took {:?}",
@@ -153,20 +140,7 @@ async fn a_client_that_does_not_read_is_closed_when_its_outbound_queue_overflows
     reader_less.send_raw(&frames).await;
 
     // The other client is served throughout.
-    let (mut normal, _) = Raw::session(addr).await;
-    for xid in 1..=100 {
-        normal
-            .send_request(
-                xid,
-                &Request::Exists(PathWatchRequest {
-                    path: "/big".into(),
-                    watch: false,
-                }),
-            )
-            .await;
-        let (header, _) = normal.read_reply().await.expect("exists reply");
-        assert_eq!((header.xid, header.err), (xid, 0));
-    }
+    let mut normal = served_meanwhile(addr, 100).await;
 
     // The server gives up on the reader-less client: draining its socket now ends in a close,
     // long before all 400 replies (what was in the socket buffers arrives first).
@@ -230,4 +204,24 @@ async fn create_big_node(addr: std::net::SocketAddr) {
         .await;
     let (header, _) = setup.read_reply().await.expect("create reply");
     assert_eq!(header.err, 0);
+}
+
+/// A new session sends `count` exists requests one at a time; each is answered in order, OK.
+/// Returns the session for later checks.
+async fn served_meanwhile(addr: std::net::SocketAddr, count: i32) -> Raw {
+    let (mut normal, _) = Raw::session(addr).await;
+    for xid in 1..=count {
+        normal
+            .send_request(
+                xid,
+                &Request::Exists(PathWatchRequest {
+                    path: "/big".into(),
+                    watch: false,
+                }),
+            )
+            .await;
+        let (header, _) = normal.read_reply().await.expect("exists reply");
+        assert_eq!((header.xid, header.err), (xid, 0));
+    }
+    normal
 }

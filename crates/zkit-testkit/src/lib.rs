@@ -1,4 +1,5 @@
-//! Helpers for zkit's own tests; never a dependency of shipped code (`publish = false`).
+//! Helpers for zkit's own tests and benchmarks (`publish = false`): a dependency of the test
+//! suites and of `zkit bench` only, never of the library or the server.
 //!
 //! # Layout
 //! - this file: where the Apache ZooKeeper under test is ([`apache_zk`]) and fresh znode paths
@@ -6,6 +7,8 @@
 //! - [`fault_proxy`]: [`FaultProxy`], a loopback TCP proxy that drops connections or black-holes
 //!   traffic, to produce real disconnects and real session expiry.
 //! - [`process`]: finding and running the built `zkit` binary, and `kill -9` of child processes.
+//! - [`curator_classpath`]: Debian's Curator jars, for Java programs compiled by tests and by
+//!   `zkit bench lock --compare`.
 //!
 //! Apache ZooKeeper is found through the environment variable `ZKIT_APACHE_ZK=host:port`, which
 //! `scripts/test` sets after starting a private server. Without it, Apache-side tests print a
@@ -82,6 +85,41 @@ pub fn unique_path(prefix: &str) -> String {
         std::process::id(),
         uuid::Uuid::new_v4().simple()
     )
+}
+
+/// Debian's Curator, ZooKeeper and their dependencies in /usr/share/java, as a Java classpath;
+/// `None` when Curator or ZooKeeper is not installed (`apt-get install libcurator-recipes-java`).
+/// Optional jars that are missing are left out.
+pub fn curator_classpath() -> Option<String> {
+    let dir = std::path::Path::new("/usr/share/java");
+    let wanted = [
+        "curator-framework.jar",
+        "curator-client.jar",
+        "curator-recipes.jar",
+        "zookeeper.jar",
+        "zookeeper-jute.jar",
+        "guava.jar",
+        "slf4j-api.jar",
+        "slf4j-nop.jar",
+        "netty-handler.jar",
+        "netty-transport.jar",
+        "netty-common.jar",
+        "netty-buffer.jar",
+        "netty-codec.jar",
+        "netty-resolver.jar",
+        "netty-transport-native-epoll.jar",
+        "netty-transport-native-unix-common.jar",
+    ];
+    let mut parts = Vec::new();
+    for jar in wanted {
+        let path = dir.join(jar);
+        if path.is_file() {
+            parts.push(path.display().to_string());
+        } else if jar.starts_with("curator") || jar == "zookeeper.jar" {
+            return None;
+        }
+    }
+    Some(parts.join(":"))
 }
 
 #[cfg(test)]

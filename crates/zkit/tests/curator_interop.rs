@@ -8,12 +8,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{check_no_interleaving, curator_classpath, javac, servers, session};
-use zkit::lock::Mutex;
+use common::{check_no_interleaving, foreign_finished, javac, rust_contender, servers, session};
+use zkit_testkit::curator_classpath;
 use zkit_testkit::unique_path;
 
 const JAVA: &str = r#"
@@ -60,16 +59,6 @@ fn skip_or_fail(why: &str) {
     eprintln!("SKIP curator: {why}");
 }
 
-fn append(file: &PathBuf, line: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .expect("open marks");
-    f.write_all(line.as_bytes()).expect("append");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_and_zkit_mutexes_exclude_each_other() {
     const ROUNDS: usize = 60;
@@ -96,23 +85,8 @@ async fn curator_and_zkit_mutexes_exclude_each_other() {
             .spawn()
             .expect("start java");
         let s = session(&target.addr, Duration::from_secs(10)).await;
-        let mutex = Mutex::new(&s, &path);
-        for _ in 0..ROUNDS {
-            let guard = mutex.lock().await.expect("lock");
-            append(&marks, "enter rust\n");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            append(&marks, "exit rust\n");
-            guard.release().await.expect("release");
-        }
-        let out = tokio::time::timeout(Duration::from_secs(120), java.wait_with_output())
-            .await
-            .expect("java finishes")
-            .expect("java output");
-        assert!(
-            out.status.success(),
-            "{}: java failed: {out:?}",
-            target.name
-        );
+        rust_contender(&s, &path, &marks, ROUNDS).await;
+        foreign_finished(java, "java", target.name).await;
         let text = std::fs::read_to_string(&marks).expect("marks");
         let (java_rounds, rust_rounds) = check_no_interleaving(&text, "java");
         assert_eq!(

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{check_no_interleaving, children, servers, session};
+use common::{check_no_interleaving, children, foreign_finished, rust_contender, servers, session};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::lock::Mutex;
 use zkit::Error;
@@ -99,16 +99,6 @@ fn kazoo(script: &Path, args: &[&str]) -> tokio::process::Command {
     cmd
 }
 
-fn append(file: &Path, line: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .expect("open marks");
-    f.write_all(line.as_bytes()).expect("append");
-}
-
 #[test]
 fn interleaving_check_catches_overlap() {
     assert_eq!(
@@ -145,24 +135,8 @@ async fn kazoo_lock_with_curator_pattern_and_zkit_mutex_exclude_each_other() {
         .spawn()
         .expect("start python");
         let s = session(&target.addr, Duration::from_secs(10)).await;
-        let mutex = Mutex::new(&s, &path);
-        for _ in 0..ROUNDS {
-            let guard = mutex.lock().await.expect("lock");
-            append(&marks, "enter rust\n");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            append(&marks, "exit rust\n");
-            guard.release().await.expect("release");
-        }
-        let out = tokio::time::timeout(Duration::from_secs(120), python.wait_with_output())
-            .await
-            .expect("kazoo finishes")
-            .expect("kazoo output");
-        assert!(
-            out.status.success(),
-            "{}: kazoo failed: {}",
-            target.name,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        rust_contender(&s, &path, &marks, ROUNDS).await;
+        foreign_finished(python, "kazoo", target.name).await;
         let text = std::fs::read_to_string(&marks).expect("marks");
         assert_eq!(
             check_no_interleaving(&text, "kazoo"),

@@ -13,8 +13,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{curator_classpath, javac, servers, session};
+use common::{javac, servers, session};
 use zkit::queue::Queue;
+use zkit_testkit::curator_classpath;
 use zkit_testkit::unique_path;
 
 const ITEMS: usize = 20;

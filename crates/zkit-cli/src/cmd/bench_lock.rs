@@ -248,40 +248,11 @@ impl Servers {
     }
 }
 
-/// Debian's Curator jars and their dependencies, as in `tests/curator_interop.rs`.
+/// Debian's Curator jars and their dependencies (the same classpath the interop tests use).
 fn curator_classpath() -> Result<String, String> {
-    let dir = Path::new("/usr/share/java");
-    let wanted = [
-        "curator-framework.jar",
-        "curator-client.jar",
-        "curator-recipes.jar",
-        "zookeeper.jar",
-        "zookeeper-jute.jar",
-        "guava.jar",
-        "slf4j-api.jar",
-        "slf4j-nop.jar",
-        "netty-handler.jar",
-        "netty-transport.jar",
-        "netty-common.jar",
-        "netty-buffer.jar",
-        "netty-codec.jar",
-        "netty-resolver.jar",
-        "netty-transport-native-epoll.jar",
-        "netty-transport-native-unix-common.jar",
-    ];
-    let mut parts = Vec::new();
-    for jar in wanted {
-        let path = dir.join(jar);
-        if path.is_file() {
-            parts.push(path.display().to_string());
-        } else if jar.starts_with("curator") || jar == "zookeeper.jar" {
-            return Err(format!(
-                "{} missing: apt-get install libcurator-recipes-java",
-                path.display()
-            ));
-        }
-    }
-    Ok(parts.join(":"))
+    zkit_testkit::curator_classpath().ok_or_else(|| {
+        "Curator or ZooKeeper jars missing: apt-get install libcurator-recipes-java".to_string()
+    })
 }
 
 /// Parses the `RESULT clients=N cycles=C seconds=S p50_us=X p99_us=Y` lines of the Java and

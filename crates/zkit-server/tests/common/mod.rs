@@ -34,6 +34,13 @@ impl Raw {
     }
 
     pub async fn handshake(&mut self) -> ConnectResponse {
+        let frame = self.try_handshake().await.expect("handshake reply");
+        ConnectResponse::decode_from(&frame).expect("decode ConnectResponse")
+    }
+
+    /// Sends a new-session ConnectRequest (30 s timeout); the reply frame, or `None` when the
+    /// server closed the connection instead.
+    pub async fn try_handshake(&mut self) -> Option<Vec<u8>> {
         let request = ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: 0,
@@ -43,8 +50,7 @@ impl Raw {
             read_only: Some(false),
         };
         self.send_frame(|b| request.encode(b)).await;
-        let frame = self.read_frame().await.expect("handshake reply");
-        ConnectResponse::decode_from(&frame).expect("decode ConnectResponse")
+        self.read_frame().await
     }
 
     pub async fn send_raw(&mut self, bytes: &[u8]) {

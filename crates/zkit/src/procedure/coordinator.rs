@@ -338,24 +338,16 @@ async fn observe(
         when(read_abort, exists(client, &abort_path, true)),
         when(read_live, list(client, &members_dir, true)),
     );
-    if let Some(acquired) = acquired {
-        let (acquired, w) = acquired?;
-        watches.arm_some(k_acquired, w);
+    if let Some(acquired) = watches.keep(k_acquired, acquired)? {
         cache.acquired = Some(acquired);
     }
-    if let Some(reached) = reached {
-        let (reached, w) = reached?;
-        watches.arm_some(k_reached, w);
+    if let Some(reached) = watches.keep(k_reached, reached)? {
         cache.reached_exists = Some(reached);
     }
-    if let Some(abort) = abort {
-        let (abort, w) = abort?;
-        watches.arm_some(k_abort, w);
+    if let Some(abort) = watches.keep(k_abort, abort)? {
         cache.abort_exists = Some(abort);
     }
-    if let Some(live) = live {
-        let (live, w) = live?;
-        watches.arm_some(k_members, w);
+    if let Some(live) = watches.keep(k_members, live)? {
         cache.live = Some(live);
     }
     let mut view = CoordinatorView::default();

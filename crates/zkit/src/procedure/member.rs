@@ -294,19 +294,13 @@ async fn observe(
         when(read_mine, client.check_stat(&my_reached_path)),
         when(read_abort, exists(client, &abort_path, true)),
     );
-    if let Some(acquired) = acquired {
-        let (acquired, w) = acquired?;
-        watches.arm_some(k_acquired, w);
+    if let Some(acquired) = watches.keep(k_acquired, acquired)? {
         cache.acquired = Some(acquired);
     }
-    if let Some(reached) = reached {
-        let (reached, w) = reached?;
-        watches.arm_some(k_reached, w);
+    if let Some(reached) = watches.keep(k_reached, reached)? {
         cache.reached = Some(reached);
     }
-    if let Some(abort) = abort {
-        let (abort, w) = abort?;
-        watches.arm_some(k_abort, w);
+    if let Some(abort) = watches.keep(k_abort, abort)? {
         cache.abort_exists = Some(abort);
     }
     if cache.abort_exists == Some(true) && cache.abort.is_none() {

@@ -124,6 +124,24 @@ impl WatchSet {
         }
     }
 
+    /// The value of a read that was made (`Some`, see [`when`]), keeping its watch for `key`;
+    /// `Ok(None)` for a read that was skipped.
+    ///
+    /// # Errors
+    /// The read's error.
+    pub fn keep<T>(
+        &mut self,
+        key: String,
+        read: Option<Result<(T, Option<zk::OneshotWatcher>), zk::Error>>,
+    ) -> Result<Option<T>, zk::Error> {
+        let Some(read) = read else {
+            return Ok(None);
+        };
+        let (value, watcher) = read?;
+        self.arm_some(key, watcher);
+        Ok(Some(value))
+    }
+
     /// Removes every watch that has fired already, without waiting: afterwards, a key still
     /// armed means its node has not changed since it was read (ZooKeeper delivers a watch event
     /// before the reply to any later request), so a cached read of it is still current.

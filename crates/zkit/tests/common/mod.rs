@@ -87,41 +87,6 @@ pub async fn children(session: &Session, path: &str) -> Vec<String> {
     }
 }
 
-/// The classpath for a Curator program compiled and run by a test: Debian's Curator,
-/// ZooKeeper and their dependencies from /usr/share/java (`None` when Curator or ZooKeeper is
-/// not installed).
-pub fn curator_classpath() -> Option<String> {
-    let dir = std::path::Path::new("/usr/share/java");
-    let wanted = [
-        "curator-framework.jar",
-        "curator-client.jar",
-        "curator-recipes.jar",
-        "zookeeper.jar",
-        "zookeeper-jute.jar",
-        "guava.jar",
-        "slf4j-api.jar",
-        "slf4j-nop.jar",
-        "netty-handler.jar",
-        "netty-transport.jar",
-        "netty-common.jar",
-        "netty-buffer.jar",
-        "netty-codec.jar",
-        "netty-resolver.jar",
-        "netty-transport-native-epoll.jar",
-        "netty-transport-native-unix-common.jar",
-    ];
-    let mut parts = Vec::new();
-    for jar in wanted {
-        let p = dir.join(jar);
-        if p.is_file() {
-            parts.push(p.display().to_string());
-        } else if jar.starts_with("curator") || jar == "zookeeper.jar" {
-            return None;
-        }
-    }
-    Some(parts.join(":"))
-}
-
 /// Writes `source` as `<class>.java` into `dir` and compiles it there with javac.
 pub fn javac(dir: &std::path::Path, class: &str, source: &str, classpath: &str) -> bool {
     let file = dir.join(format!("{class}.java"));
@@ -134,6 +99,42 @@ pub fn javac(dir: &std::path::Path, class: &str, source: &str, classpath: &str) 
         .arg(&file)
         .status();
     matches!(status, Ok(s) if s.success())
+}
+
+/// The Rust side of an interop test: `rounds` acquisitions of a zkit `Mutex` on `path`, each
+/// appending `enter rust` / `exit rust` to `marks` around a 1-ms critical section.
+pub async fn rust_contender(session: &Session, path: &str, marks: &std::path::Path, rounds: usize) {
+    let mutex = zkit::lock::Mutex::new(session, path);
+    for _ in 0..rounds {
+        let guard = mutex.lock().await.expect("lock");
+        append_mark(marks, "enter rust\n");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        append_mark(marks, "exit rust\n");
+        guard.release().await.expect("release");
+    }
+}
+
+/// Waits (at most 120 s) for the other library's contender process and checks it succeeded.
+pub async fn foreign_finished(child: tokio::process::Child, what: &str, target: &str) {
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{what} finishes"))
+        .unwrap_or_else(|e| panic!("{what} output: {e}"));
+    assert!(
+        out.status.success(),
+        "{target}: {what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn append_mark(file: &std::path::Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .expect("open marks");
+    f.write_all(line.as_bytes()).expect("append");
 }
 
 /// Checks that the marks two lock holders wrote to a shared file come in `enter X` / `exit X`
