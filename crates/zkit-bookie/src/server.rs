@@ -214,8 +214,8 @@ impl Shared {
     }
 }
 
-/// A running bookie. Dropping it without [`Bookie::stop`] stops serving but skips the final
-/// checkpoint and unregistration (as a crash would, minus the lost page cache).
+/// A running bookie. Dropping it without [`Bookie::stop`] stops serving (in the background)
+/// but skips the final checkpoint and unregistration.
 pub struct Bookie {
     shared: Arc<Shared>,
     addr: SocketAddr,
@@ -423,9 +423,7 @@ impl Bookie {
             .render(&g, &self.shared.storage.stats().fsync)
     }
 
-    /// Stops: closes connections, waits for in-flight work, checkpoints, stops storage and
-    /// unregisters.
-    pub async fn stop(self) {
+    async fn stop_serving(&self) {
         self.shared.stop.cancel();
         self.tasks.close();
         if tokio::time::timeout(Duration::from_secs(10), self.tasks.wait())
@@ -434,6 +432,21 @@ impl Bookie {
         {
             warn!("bookie tasks did not finish within 10 s");
         }
+    }
+
+    /// Stops serving and closes storage without the final checkpoint or unregistering: the
+    /// files are left as a crash leaves them (minus a lost page cache), and the registration
+    /// stays until the registration's session ends. For tests of recovery.
+    pub async fn halt(self) {
+        self.stop_serving().await;
+        let storage = Arc::clone(&self.shared.storage);
+        let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
+    }
+
+    /// Stops: closes connections, waits for in-flight work, checkpoints, stops storage and
+    /// unregisters.
+    pub async fn stop(self) {
+        self.stop_serving().await;
         if let Err(e) = self.shared.storage.checkpoint().await {
             warn!(error = %e, "final checkpoint failed; the journal is kept");
         }

@@ -703,7 +703,10 @@ impl FileStorage {
                         .open(path)
                         .map_err(|e| StorageError::io(format!("open {}", path.display()), e))?;
                     f.set_len(at)
-                        .and_then(|()| f.sync_all())
+                        .and_then(|()| match sink.opts.fsync {
+                            FsyncMode::Always => f.sync_all(),
+                            FsyncMode::Never => Ok(()),
+                        })
                         .map_err(|e| StorageError::io("cut the torn journal tail", e))?;
                     sink.journal_len = at;
                 }
