@@ -10,7 +10,7 @@
 //!
 //! - [`journal`] — the journal record format, the file scanner (torn tail cut, corruption
 //!   refused) and the group-commit thread.
-//! - [`file`] — [`FileStorage`]: journal files, entry logs, the index log, checkpoints.
+//! - [`file`](mod@file) — [`FileStorage`]: journal files, entry logs, the index log, checkpoints.
 //! - [`memory`] — [`MemoryStorage`].
 
 pub mod file;
