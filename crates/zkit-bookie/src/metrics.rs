@@ -1,0 +1,250 @@
+//! The bookie's counters and histograms, rendered in Prometheus' text format and served on
+//! `GET /metrics` (hyper, HTTP/1.1). Plain atomics and small mutex-guarded histograms; nothing
+//! here blocks for long.
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Upper bounds (seconds) of the latency buckets; `+Inf` is implied.
+pub const BUCKETS: [f64; 16] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0,
+];
+
+/// A fixed-bucket latency histogram.
+#[derive(Debug, Clone, Default)]
+pub struct Histogram {
+    counts: [u64; BUCKETS.len() + 1],
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&mut self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let slot = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[slot] += 1;
+        self.sum += secs;
+        self.count += 1;
+    }
+
+    /// Observations.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cumulative += c;
+            let le = BUCKETS
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", self.sum, self.count);
+    }
+}
+
+/// Bookie-wide counters.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Adds acknowledged.
+    pub adds: AtomicU64,
+    /// Adds rejected or failed.
+    pub add_errors: AtomicU64,
+    /// Reads answered (found or not).
+    pub reads: AtomicU64,
+    /// Requests that failed to decode (bad frames or contents).
+    pub bad_requests: AtomicU64,
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    add_latency: Mutex<Histogram>,
+}
+
+/// Gauges sampled at render time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gauges {
+    /// Ledgers held.
+    pub ledgers: u64,
+    /// Entries held.
+    pub entries: u64,
+    /// Bytes of the bookie's files.
+    pub disk_used: u64,
+    /// Free bytes on the ledger dir's filesystem.
+    pub disk_free: u64,
+    /// Read-only mode.
+    pub read_only: bool,
+    /// Checkpoints done.
+    pub checkpoints: u64,
+}
+
+impl Metrics {
+    /// Records an acknowledged add's latency (request read → response queued).
+    pub fn record_add(&self, d: Duration) {
+        self.adds.fetch_add(1, Relaxed);
+        self.add_latency
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(d);
+    }
+
+    /// Prometheus text; `fsync` is the storage's journal fsync histogram.
+    pub fn render(&self, g: &Gauges, fsync: &Histogram) -> String {
+        let mut out = String::new();
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        };
+        let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        counter(
+            &mut out,
+            "bookie_adds_total",
+            "Adds acknowledged.",
+            self.adds.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "bookie_add_errors_total",
+            "Adds rejected or failed.",
+            self.add_errors.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "bookie_reads_total",
+            "Reads answered.",
+            self.reads.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "bookie_bad_requests_total",
+            "Requests that failed to decode.",
+            self.bad_requests.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "bookie_connections_total",
+            "Connections accepted.",
+            self.connections.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "bookie_checkpoints_total",
+            "Checkpoints done.",
+            g.checkpoints,
+        );
+        self.add_latency
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .render(
+                &mut out,
+                "bookie_add_latency_seconds",
+                "Add latency, request read to response queued.",
+            );
+        fsync.render(
+            &mut out,
+            "bookie_journal_fsync_seconds",
+            "Journal fdatasync latency.",
+        );
+        gauge(&mut out, "bookie_ledgers", "Ledgers held.", g.ledgers);
+        gauge(&mut out, "bookie_entries", "Entries held.", g.entries);
+        gauge(
+            &mut out,
+            "bookie_disk_used_bytes",
+            "Bytes of journal, entry logs and index.",
+            g.disk_used,
+        );
+        gauge(
+            &mut out,
+            "bookie_disk_free_bytes",
+            "Free bytes on the ledger dir's filesystem.",
+            g.disk_free,
+        );
+        gauge(
+            &mut out,
+            "bookie_read_only",
+            "1 when the bookie is read-only.",
+            u64::from(g.read_only),
+        );
+        out
+    }
+}
+
+/// Serves `GET /metrics` with `render()` until `stop` is cancelled.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    render: std::sync::Arc<dyn Fn() -> String + Send + Sync>,
+    stop: CancellationToken,
+) {
+    loop {
+        let (stream, _) = tokio::select! {
+            () = stop.cancelled() => return,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(err) => {
+                    tracing::debug!(%err, "metrics accept failed");
+                    continue;
+                }
+            },
+        };
+        let render = render.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let render = render.clone();
+                async move {
+                    let (status, body) =
+                        if req.method() == Method::GET && req.uri().path() == "/metrics" {
+                            (StatusCode::OK, render())
+                        } else {
+                            (
+                                StatusCode::NOT_FOUND,
+                                "not found; try /metrics\n".to_string(),
+                            )
+                        };
+                    let mut resp = Response::new(Full::new(Bytes::from(body)));
+                    *resp.status_mut() = status;
+                    resp.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+                    );
+                    Ok::<_, Infallible>(resp)
+                }
+            });
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                () = stop.cancelled() => {}
+                r = conn => if let Err(err) = r { tracing::debug!(%err, "metrics connection failed") },
+            }
+        });
+    }
+}
+
+/// Binds the metrics listener.
+pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(addr).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}
