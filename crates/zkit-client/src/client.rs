@@ -377,12 +377,13 @@ impl Client {
         }
     }
 
-    /// Checks that a node has `version` (any when `None`), as a standalone `check` (13) — the
-    /// condition of a multi, on its own.
+    /// Checks that a node has `version` (any when `None`): the condition of a multi, on its
+    /// own. Sent as a multi of one check: Apache ZooKeeper 3.8 never answers a standalone
+    /// `check` (13) request (its `FinalRequestProcessor` fails to serialize the reply).
     ///
     /// # Errors
-    /// [`Error::NoNode`], [`Error::BadVersion`], [`Error::NoAuth`], connection and session
-    /// errors.
+    /// [`Error::NoNode`], [`Error::BadVersion`], [`Error::NoAuth`], [`Error::BadArguments`],
+    /// connection and session errors.
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
@@ -391,15 +392,11 @@ impl Client {
         path: &str,
         version: Option<i32>,
     ) -> impl Future<Output = Result<()>> + Send + 'static {
-        let sent = (|| {
-            let path = self.validate(path)?;
-            let mut buf = frame(OpCode::Check, path.len() + 8);
-            put_path(&mut buf, &self.chroot, path);
-            put_i32(&mut buf, version.unwrap_or(-1));
-            self.send(buf, None)
-        })();
+        let mut writer = self.new_multi_writer();
+        let added = writer.add_check_version(path, version.unwrap_or(-1));
+        let commit = added.map(|()| writer.commit());
         async move {
-            reply(sent).await?;
+            commit?.await.map_err(Error::from)?;
             Ok(())
         }
     }
