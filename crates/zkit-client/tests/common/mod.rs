@@ -68,3 +68,32 @@ pub async fn until(what: &str, mut cond: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// The paths the server holds data (and persistent) watches on for `session` (four-letter
+/// word `wchc`; Apache's lists only its data-watch table, zkit's also child watches).
+pub async fn server_watches(addr: &str, session: i64) -> Vec<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect for wchc");
+    tcp.write_all(b"wchc").await.expect("wchc");
+    let mut out = String::new();
+    within(tcp.read_to_string(&mut out)).await.expect("read wchc");
+    let me = format!("0x{session:x}");
+    let mut paths = Vec::new();
+    let mut mine = false;
+    for line in out.lines() {
+        if let Some(path) = line.strip_prefix('\t') {
+            if mine {
+                paths.push(path.trim().to_owned());
+            }
+        } else {
+            mine = line.trim() == me;
+        }
+    }
+    paths.sort();
+    paths
+}
+
+/// Whether `fut` is ready at its first poll.
+pub async fn ready_now<F: Future>(fut: F) -> Option<F::Output> {
+    tokio::time::timeout(Duration::ZERO, fut).await.ok()
+}
