@@ -665,7 +665,7 @@ impl Task {
         debug!(host = %conn.host, ?read_timeout, ?ping_every, "serving");
         let sleep = tokio::time::sleep_until(Instant::now() + ping_every);
         tokio::pin!(sleep);
-        loop {
+        let stop = loop {
             let readonly = *self.shared.state.borrow() == SessionState::ConnectedReadOnly;
             let mut deadline = (conn.last_recv + read_timeout).min(conn.last_send + ping_every);
             if readonly && rw_probe.is_none() {
@@ -711,12 +711,12 @@ impl Task {
                         conn.wbuf = BytesMut::new();
                     }
                 }
-                Event::Wrote(Err(e)) => return Stop::Disconnected(format!("write: {e}")),
-                Event::Read(Ok(0)) => return Stop::Disconnected("server closed the connection".into()),
+                Event::Wrote(Err(e)) => break Stop::Disconnected(format!("write: {e}")),
+                Event::Read(Ok(0)) => break Stop::Disconnected("server closed the connection".into()),
                 Event::Read(Ok(_)) => {
                     conn.last_recv = now;
                     if let Some(stop) = self.process_frames(&mut conn, now) {
-                        return self.end_connection(conn, stop).await;
+                        break stop;
                     }
                     if conn.pending.is_empty() && conn.pings.is_empty() {
                         conn.rbuf.shrink_if_idle();
@@ -729,7 +729,7 @@ impl Task {
                         }
                     }
                 }
-                Event::Read(Err(e)) => return Stop::Disconnected(format!("read: {e}")),
+                Event::Read(Err(e)) => break Stop::Disconnected(format!("read: {e}")),
                 Event::Command(cmd) => {
                     self.handle_command(&mut conn, cmd, now);
                     for _ in 0..64 {
@@ -744,12 +744,12 @@ impl Task {
                     if let Some(host) = found {
                         info!(%host, "found a read-write server");
                         self.rw_host = Some(host);
-                        return self.end_connection(conn, Stop::Disconnected("switching to a read-write server".into())).await;
+                        break Stop::Disconnected("switching to a read-write server".into());
                     }
                 }
                 Event::Timer => {
                     if now >= conn.last_recv + read_timeout {
-                        return Stop::Disconnected(format!(
+                        break Stop::Disconnected(format!(
                             "no answer from the server for {} ms",
                             now.duration_since(conn.last_recv).as_millis()
                         ));
@@ -773,9 +773,10 @@ impl Task {
                 }
             }
             if let Some(stop) = self.closing_done(&conn) {
-                return self.end_connection(conn, stop).await;
+                break stop;
             }
-        }
+        };
+        self.end_connection(conn, stop).await
     }
 
     /// The close is complete when its reply came (or there was no session to close).

@@ -97,3 +97,39 @@ pub async fn server_watches(addr: &str, session: i64) -> Vec<String> {
 pub async fn ready_now<F: Future>(fut: F) -> Option<F::Output> {
     tokio::time::timeout(Duration::ZERO, fut).await.ok()
 }
+
+/// As [`on_both`], with a zkit server built from `config` (listen address, 4lw and limits
+/// filled in for tests). Apache's tick is 500 ms (scripts/apache-zk).
+pub async fn on_both_with<F, Fut>(config: ServerConfig, body: F)
+where
+    F: Fn(String, Kind) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let server = Server::start(config).await.expect("zkit server");
+    body(server.addr().to_string(), Kind::Zkit).await;
+    server.stop().await;
+    if let Some(apache) = zkit_testkit::apache_zk() {
+        body(apache, Kind::Apache).await;
+    }
+}
+
+/// A zkit server config with Apache's test tick (500 ms), so short sessions are allowed.
+pub fn short_tick() -> ServerConfig {
+    ServerConfig {
+        tick_time: Duration::from_millis(500),
+        ..ServerConfig::ephemeral()
+    }
+}
+
+/// Waits until the async `cond` holds, checking every 20 ms, for at most [`WAIT`].
+pub async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
