@@ -301,7 +301,10 @@ mod tests {
             | Permission::ADMIN;
         assert_eq!(all, Permission::ALL);
         assert_eq!(Permission::ALL & Permission::READ, Permission::READ);
-        assert_eq!((Permission::READ | Permission::ADMIN).to_string(), "READ|ADMIN");
+        assert_eq!(
+            (Permission::READ | Permission::ADMIN).to_string(),
+            "READ|ADMIN"
+        );
         assert_eq!(Permission::ALL.to_string(), "ALL");
     }
 

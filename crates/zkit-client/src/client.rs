@@ -62,7 +62,10 @@ pub(crate) fn frame(op: OpCode, capacity: usize) -> BytesMut {
 /// Writes a ustring: the server path of `path` under `chroot`, without building it.
 pub(crate) fn put_path(buf: &mut BytesMut, chroot: &Chroot, path: &str) {
     let (root, rest) = chroot.server_path_parts(path);
-    put_i32(buf, i32::try_from(root.len() + rest.len()).unwrap_or(i32::MAX));
+    put_i32(
+        buf,
+        i32::try_from(root.len() + rest.len()).unwrap_or(i32::MAX),
+    );
     buf.put_slice(root.as_bytes());
     buf.put_slice(rest.as_bytes());
 }
@@ -99,7 +102,11 @@ impl Client {
         Connector::new()
     }
 
-    pub(crate) fn new(tx: mpsc::UnboundedSender<Command>, shared: Arc<Shared>, chroot: Chroot) -> Client {
+    pub(crate) fn new(
+        tx: mpsc::UnboundedSender<Command>,
+        shared: Arc<Shared>,
+        chroot: Chroot,
+    ) -> Client {
         Client { tx, shared, chroot }
     }
 
@@ -459,7 +466,8 @@ impl Client {
         chroot: &Chroot,
         path: &str,
         watch: bool,
-    ) -> impl Future<Output = Result<(Vec<u8>, Stat, Option<OneshotWatcher>)>> + Send + 'static {
+    ) -> impl Future<Output = Result<(Vec<u8>, Stat, Option<OneshotWatcher>)>> + Send + 'static
+    {
         let sent = (|| {
             validate_path(path, false)?;
             let mut buf = frame(OpCode::GetData, chroot.server_path_len(path) + 5);
@@ -490,7 +498,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn get_data(&self, path: &str) -> impl Future<Output = Result<(Vec<u8>, Stat)>> + Send + 'static {
+    pub fn get_data(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<(Vec<u8>, Stat)>> + Send + 'static {
         let fut = self.get_data_with(&self.chroot, path, false);
         async move { fut.await.map(|(data, stat, _)| (data, stat)) }
     }
@@ -510,7 +521,11 @@ impl Client {
         let fut = self.get_data_with(&self.chroot, path, true);
         async move {
             let (data, stat, watcher) = fut.await?;
-            Ok((data, stat, watcher.ok_or_else(|| Error::unexpected("watch not registered"))?))
+            Ok((
+                data,
+                stat,
+                watcher.ok_or_else(|| Error::unexpected("watch not registered"))?,
+            ))
         }
     }
 
@@ -542,7 +557,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn check_stat(&self, path: &str) -> impl Future<Output = Result<Option<Stat>>> + Send + 'static {
+    pub fn check_stat(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<Option<Stat>>> + Send + 'static {
         let fut = self.exists_with(path, false);
         async move { fut.await.map(|(stat, _)| stat) }
     }
@@ -562,7 +580,10 @@ impl Client {
         let fut = self.exists_with(path, true);
         async move {
             let (stat, watcher) = fut.await?;
-            Ok((stat, watcher.ok_or_else(|| Error::unexpected("watch not registered"))?))
+            Ok((
+                stat,
+                watcher.ok_or_else(|| Error::unexpected("watch not registered"))?,
+            ))
         }
     }
 
@@ -598,7 +619,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn list_children(&self, path: &str) -> impl Future<Output = Result<Vec<String>>> + Send + 'static {
+    pub fn list_children(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send + 'static {
         let fut = self.children_with(path, false, OpCode::GetChildren);
         async move { fut.await.map(|(children, _, _)| children) }
     }
@@ -618,7 +642,10 @@ impl Client {
         let fut = self.children_with(path, true, OpCode::GetChildren);
         async move {
             let (children, _, watcher) = fut.await?;
-            Ok((children, watcher.ok_or_else(|| Error::unexpected("watch not registered"))?))
+            Ok((
+                children,
+                watcher.ok_or_else(|| Error::unexpected("watch not registered"))?,
+            ))
         }
     }
 
@@ -629,7 +656,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn get_children(&self, path: &str) -> impl Future<Output = Result<(Vec<String>, Stat)>> + Send + 'static {
+    pub fn get_children(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<(Vec<String>, Stat)>> + Send + 'static {
         let fut = self.children_with(path, false, OpCode::GetChildren2);
         async move {
             let (children, stat, _) = fut.await?;
@@ -667,7 +697,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn get_all_children_number(&self, path: &str) -> impl Future<Output = Result<usize>> + Send + 'static {
+    pub fn get_all_children_number(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<usize>> + Send + 'static {
         let sent = self
             .path_request(OpCode::GetAllChildrenNumber, path, None)
             .and_then(|buf| self.send(buf, None));
@@ -685,7 +718,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn count_descendants_number(&self, path: &str) -> impl Future<Output = Result<usize>> + Send + 'static {
+    pub fn count_descendants_number(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<usize>> + Send + 'static {
         self.get_all_children_number(path)
     }
 
@@ -699,7 +735,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn get_ephemerals(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send + 'static {
+    pub fn get_ephemerals(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send + 'static {
         let sent = self
             .path_request(OpCode::GetEphemerals, prefix, None)
             .and_then(|buf| self.send(buf, None));
@@ -709,7 +748,8 @@ impl Client {
             let paths = Reader::new(&reply.body).read_string_vec()?;
             // With a chroot `/app`, the server's string prefix also matches `/apple/...`:
             // those are not this client's to see.
-            let mut paths: Vec<String> = paths.iter().filter_map(|p| chroot.client_path(p)).collect();
+            let mut paths: Vec<String> =
+                paths.iter().filter_map(|p| chroot.client_path(p)).collect();
             paths.sort();
             Ok(paths)
         }
@@ -722,7 +762,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn list_ephemerals(&self, path: &str) -> impl Future<Output = Result<Vec<String>>> + Send + 'static {
+    pub fn list_ephemerals(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send + 'static {
         self.get_ephemerals(path)
     }
 
@@ -734,7 +777,10 @@ impl Client {
     ///
     /// # Cancellation safety
     /// A read: dropping the future is harmless.
-    pub fn get_acl(&self, path: &str) -> impl Future<Output = Result<(Vec<Acl>, Stat)>> + Send + 'static {
+    pub fn get_acl(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<(Vec<Acl>, Stat)>> + Send + 'static {
         let sent = self
             .path_request(OpCode::GetAcl, path, None)
             .and_then(|buf| self.send(buf, None));
@@ -897,7 +943,11 @@ impl Client {
     /// The packet is sent when this is called; dropping the future does not undo it (a refusal
     /// still ends the session). A disconnect does not fail it: it completes with the answer
     /// on the next connection.
-    pub fn auth(&self, scheme: &str, auth: &[u8]) -> impl Future<Output = Result<()>> + Send + 'static {
+    pub fn auth(
+        &self,
+        scheme: &str,
+        auth: &[u8],
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
         let (reply, receiver) = oneshot::channel();
         let sent = self
             .tx
@@ -929,7 +979,9 @@ impl Client {
             let reply = reply(sent).await?;
             let mut r = Reader::new(&reply.body);
             let users = r
-                .read_opt_vec(8, |r| Ok(AuthUser::new(&r.read_ustring()?, &r.read_ustring()?)))?
+                .read_opt_vec(8, |r| {
+                    Ok(AuthUser::new(&r.read_ustring()?, &r.read_ustring()?))
+                })?
                 .unwrap_or_default();
             Ok(users)
         }
@@ -960,7 +1012,11 @@ impl Client {
         let fut = self.get_data_with(&Chroot::default(), CONFIG_NODE, true);
         async move {
             let (data, stat, watcher) = fut.await?;
-            Ok((data, stat, watcher.ok_or_else(|| Error::unexpected("watch not registered"))?))
+            Ok((
+                data,
+                stat,
+                watcher.ok_or_else(|| Error::unexpected("watch not registered"))?,
+            ))
         }
     }
 
@@ -1033,7 +1089,10 @@ mod tests {
 
     #[test]
     fn sequence_numbers() {
-        assert_eq!(parse_sequence("/a/n0000000012", "/a/n"), Ok(CreateSequence(12)));
+        assert_eq!(
+            parse_sequence("/a/n0000000012", "/a/n"),
+            Ok(CreateSequence(12))
+        );
         assert!(parse_sequence("/b/n0000000012", "/a/n").is_err());
     }
 

@@ -165,7 +165,8 @@ impl Connector {
         };
         let hosts = HostProvider::new(connect_string.hosts, &mut rand::thread_rng());
         let (ready_tx, ready_rx) = oneshot::channel();
-        let (task, tx, shared) = session::new_task(config, hosts, self.session, self.auths, ready_tx);
+        let (task, tx, shared) =
+            session::new_task(config, hosts, self.session, self.auths, ready_tx);
         tokio::spawn(task.run());
         match ready_rx.await {
             Ok(Ok(())) => Ok(Client::new(tx, shared, connect_string.chroot)),

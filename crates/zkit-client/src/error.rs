@@ -285,7 +285,10 @@ mod tests {
                 "{code:?} has no variant"
             );
         }
-        assert_eq!(Error::from_code(-109), Some(Error::UnexpectedErrorCode(-109)));
+        assert_eq!(
+            Error::from_code(-109),
+            Some(Error::UnexpectedErrorCode(-109))
+        );
         assert_eq!(Error::from_code(0), None);
     }
 

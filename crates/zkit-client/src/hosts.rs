@@ -192,7 +192,10 @@ mod tests {
     #[test]
     fn parses_like_connect_string_parser() {
         let cs = ConnectString::parse("a:1,b,[::1]:3/app/x", false).unwrap();
-        assert_eq!(cs.hosts, vec![host("a", 1), host("b", 2181), host("::1", 3)]);
+        assert_eq!(
+            cs.hosts,
+            vec![host("a", 1), host("b", 2181), host("::1", 3)]
+        );
         assert_eq!(cs.chroot.root(), "/app/x");
         assert_eq!(cs.hosts[2].address(), "[::1]:3");
         let cs = ConnectString::parse("127.0.0.1:2181", false).unwrap();
@@ -207,7 +210,16 @@ mod tests {
         assert_eq!(cs.chroot.root(), "/r");
         let cs = ConnectString::parse("a:1,b:2", true).unwrap();
         assert!(cs.hosts.iter().all(|h| h.tls));
-        for bad in ["", "/app", "a:x", "a:70000", "a:1/bad/", "[::1", "udp://a:1", ":1"] {
+        for bad in [
+            "",
+            "/app",
+            "a:x",
+            "a:70000",
+            "a:1/bad/",
+            "[::1",
+            "udp://a:1",
+            ":1",
+        ] {
             assert!(ConnectString::parse(bad, false).is_err(), "{bad:?}");
         }
     }

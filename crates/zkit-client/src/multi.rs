@@ -6,7 +6,9 @@ use std::future::Future;
 
 use bytes::BytesMut;
 use zkit_proto::codec::{put_bool, put_i32, put_opt_buffer};
-use zkit_proto::{MultiHeader, MultiReadResult as WireReadResult, MultiResult, OpCode, Record, Response, Stat};
+use zkit_proto::{
+    MultiHeader, MultiReadResult as WireReadResult, MultiResult, OpCode, Record, Response, Stat,
+};
 
 use crate::client::{encode_create_body, frame, put_path, reply, Client};
 use crate::error::{Error, Result};
@@ -95,7 +97,9 @@ impl<'a> MultiReader<'a> {
     ///
     /// # Cancellation safety
     /// Reads: dropping the future is harmless.
-    pub fn commit(&mut self) -> impl Future<Output = Result<Vec<MultiReadResult>>> + Send + 'static {
+    pub fn commit(
+        &mut self,
+    ) -> impl Future<Output = Result<Vec<MultiReadResult>>> + Send + 'static {
         let body = std::mem::take(&mut self.buf);
         let count = std::mem::take(&mut self.count);
         let sent = (count > 0).then(|| {
@@ -109,7 +113,8 @@ impl<'a> MultiReader<'a> {
                 return Ok(Vec::new());
             };
             let reply = reply(sent).await?;
-            let Response::MultiRead(results) = Response::decode(OpCode::MultiRead, &reply.body)? else {
+            let Response::MultiRead(results) = Response::decode(OpCode::MultiRead, &reply.body)?
+            else {
                 return Err(Error::unexpected("multiRead answered with another shape"));
             };
             Ok(results
@@ -119,7 +124,9 @@ impl<'a> MultiReader<'a> {
                         data: data.unwrap_or_default(),
                         stat,
                     },
-                    WireReadResult::GetChildren { children } => MultiReadResult::Children { children },
+                    WireReadResult::GetChildren { children } => {
+                        MultiReadResult::Children { children }
+                    }
                     WireReadResult::Error { err } => MultiReadResult::Error {
                         err: Error::from_code(err).unwrap_or(Error::UnexpectedErrorCode(0)),
                     },
@@ -191,9 +198,8 @@ impl MultiWriteError {
 impl From<MultiWriteError> for Error {
     fn from(err: MultiWriteError) -> Error {
         match err {
-            MultiWriteError::RequestFailed { source } | MultiWriteError::OperationFailed { source, .. } => {
-                source
-            }
+            MultiWriteError::RequestFailed { source }
+            | MultiWriteError::OperationFailed { source, .. } => source,
         }
     }
 }
@@ -236,7 +242,12 @@ impl<'a> MultiWriter<'a> {
     ///
     /// # Errors
     /// [`Error::BadArguments`] / [`Error::InvalidAcl`] as [`Client::create`] checks them.
-    pub fn add_create(&mut self, path: &str, data: &[u8], options: &CreateOptions<'_>) -> Result<()> {
+    pub fn add_create(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        options: &CreateOptions<'_>,
+    ) -> Result<()> {
         options.validate()?;
         validate_path(path, options.mode.is_sequential())?;
         if path == "/" {
@@ -260,7 +271,12 @@ impl<'a> MultiWriter<'a> {
     ///
     /// # Errors
     /// [`Error::BadArguments`] for a bad path (nothing is added).
-    pub fn add_set_data(&mut self, path: &str, data: &[u8], expected_version: Option<i32>) -> Result<()> {
+    pub fn add_set_data(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        expected_version: Option<i32>,
+    ) -> Result<()> {
         validate_path(path, false)?;
         sub_header(&mut self.buf, OpCode::SetData);
         put_path(&mut self.buf, self.client.chroot_ref(), path);
@@ -297,7 +313,8 @@ impl<'a> MultiWriter<'a> {
     /// The request is sent when this is called; dropping the future does not undo it.
     pub fn commit(
         &mut self,
-    ) -> impl Future<Output = std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> + Send + 'static {
+    ) -> impl Future<Output = std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> + Send + 'static
+    {
         let body = std::mem::take(&mut self.buf);
         let count = std::mem::take(&mut self.count);
         let chroot = self.chroot().clone();
@@ -312,7 +329,9 @@ impl<'a> MultiWriter<'a> {
                 return Ok(Vec::new());
             };
             let reply = reply(sent).await?;
-            let Response::Multi(results) = Response::decode(OpCode::Multi, &reply.body).map_err(Error::from)? else {
+            let Response::Multi(results) =
+                Response::decode(OpCode::Multi, &reply.body).map_err(Error::from)?
+            else {
                 return Err(Error::unexpected("multi answered with another shape").into());
             };
             // A failed multi answers ErrorResult for every op: 0 before the failing one, its

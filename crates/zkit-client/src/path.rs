@@ -172,8 +172,21 @@ mod tests {
             assert_eq!(validate_path(ok, false), Ok(()), "{ok}");
         }
         for bad in [
-            "", "a", "/a/", "//", "/a//b", "/.", "/..", "/a/./b", "/a/../b", "/a\0", "/a\u{1}",
-            "/\u{7f}", "/\u{e000}", "/\u{fff0}", "/\u{1F600}",
+            "",
+            "a",
+            "/a/",
+            "//",
+            "/a//b",
+            "/.",
+            "/..",
+            "/a/./b",
+            "/a/../b",
+            "/a\0",
+            "/a\u{1}",
+            "/\u{7f}",
+            "/\u{e000}",
+            "/\u{fff0}",
+            "/\u{1F600}",
         ] {
             assert!(
                 matches!(validate_path(bad, false), Err(Error::BadArguments(_))),
@@ -198,7 +211,10 @@ mod tests {
         assert_eq!(app.client_path("/app").as_deref(), Some("/"));
         assert_eq!(app.client_path("/app/x").as_deref(), Some("/x"));
         assert_eq!(app.client_path("/apple"), None);
-        assert_eq!(app.client_path_or_same("/zookeeper/config".into()), "/zookeeper/config");
+        assert_eq!(
+            app.client_path_or_same("/zookeeper/config".into()),
+            "/zookeeper/config"
+        );
         let nested = app.join("/b").unwrap();
         assert_eq!(nested.root(), "/app/b");
         assert_eq!(app.join("/").unwrap(), app);

@@ -37,7 +37,9 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 use zkit_proto::codec::{put_i32, put_string_vec, put_ustring};
 use zkit_proto::op::xid;
-use zkit_proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode, Record, ReplyHeader, WatcherEvent};
+use zkit_proto::{
+    ConnectRequest, ConnectResponse, ErrorCode, OpCode, Record, ReplyHeader, WatcherEvent,
+};
 
 use crate::error::{Error, Result};
 use crate::hosts::{Host, HostProvider};
@@ -343,7 +345,9 @@ pub(crate) fn new_task(
             password: passwd.clone(),
             readonly: false,
         }),
-        timeout_ms: AtomicU64::new(u64::try_from(config.session_timeout.as_millis()).unwrap_or(u64::MAX)),
+        timeout_ms: AtomicU64::new(
+            u64::try_from(config.session_timeout.as_millis()).unwrap_or(u64::MAX),
+        ),
         last_zxid: AtomicI64::new(0),
         last_ack: Mutex::new(None),
     });
@@ -439,9 +443,14 @@ impl Task {
             let request = ConnectRequest {
                 protocol_version: 0,
                 last_zxid_seen: self.last_zxid,
-                time_out: i32::try_from(self.config.session_timeout.as_millis()).unwrap_or(i32::MAX),
+                time_out: i32::try_from(self.config.session_timeout.as_millis())
+                    .unwrap_or(i32::MAX),
                 session_id: if self.seen_rw { self.session_id } else { 0 },
-                passwd: if self.seen_rw { self.passwd.clone() } else { vec![0; 16] },
+                passwd: if self.seen_rw {
+                    self.passwd.clone()
+                } else {
+                    vec![0; 16]
+                },
                 read_only: Some(self.config.readonly),
             };
             let attempt = attempt(
@@ -452,7 +461,10 @@ impl Task {
                 self.config.tls.clone(),
             );
             let sent = Instant::now();
-            let outcome = match self.queue_while(tokio::time::timeout(timeout, attempt)).await {
+            let outcome = match self
+                .queue_while(tokio::time::timeout(timeout, attempt))
+                .await
+            {
                 None => continue,
                 Some(Err(_)) => Err(format!("no session within the connect timeout {timeout:?}")),
                 Some(Ok(result)) => result,
@@ -505,7 +517,11 @@ impl Task {
                 frame,
                 reply,
             }),
-            Some(Command::Auth { scheme, auth, reply }) => {
+            Some(Command::Auth {
+                scheme,
+                auth,
+                reply,
+            }) => {
                 self.auths.push((scheme, auth));
                 self.auth_waiters.push((self.auths.len() - 1, reply));
             }
@@ -545,9 +561,10 @@ impl Task {
         self.seen_rw |= !readonly;
         self.hosts.on_connected();
         self.connected_once = true;
-        self.shared
-            .timeout_ms
-            .store(u64::try_from(response.time_out).unwrap_or(0), Ordering::Relaxed);
+        self.shared.timeout_ms.store(
+            u64::try_from(response.time_out).unwrap_or(0),
+            Ordering::Relaxed,
+        );
         *lock(&self.shared.info) = SessionInfo {
             id: SessionId(self.session_id),
             password: self.passwd.clone(),
@@ -615,7 +632,10 @@ impl Task {
             return;
         }
         let lists = self.watches.set_watches();
-        let mut iters = lists.iter().map(|l| l.iter().peekable()).collect::<Vec<_>>();
+        let mut iters = lists
+            .iter()
+            .map(|l| l.iter().peekable())
+            .collect::<Vec<_>>();
         loop {
             let mut batch: [Vec<&String>; 5] = Default::default();
             let mut len = 0;
@@ -633,7 +653,11 @@ impl Task {
                 return;
             }
             let v2 = !batch[3].is_empty() || !batch[4].is_empty();
-            let op = if v2 { OpCode::SetWatches2 } else { OpCode::SetWatches };
+            let op = if v2 {
+                OpCode::SetWatches2
+            } else {
+                OpCode::SetWatches
+            };
             let zxid = self.last_zxid;
             write_frame(&mut conn.wbuf, |b| {
                 put_i32(b, xid::SET_WATCHES);
@@ -712,7 +736,9 @@ impl Task {
                     }
                 }
                 Event::Wrote(Err(e)) => break Stop::Disconnected(format!("write: {e}")),
-                Event::Read(Ok(0)) => break Stop::Disconnected("server closed the connection".into()),
+                Event::Read(Ok(0)) => {
+                    break Stop::Disconnected("server closed the connection".into())
+                }
                 Event::Read(Ok(_)) => {
                     conn.last_recv = now;
                     if let Some(stop) = self.process_frames(&mut conn, now) {
@@ -782,7 +808,12 @@ impl Task {
     /// The close is complete when its reply came (or there was no session to close).
     fn closing_done(&self, conn: &Conn) -> Option<Stop> {
         match &self.closing {
-            Some(_) if !conn.pending.iter().any(|p| matches!(p.kind, PendingKind::Close { .. })) => {
+            Some(_)
+                if !conn
+                    .pending
+                    .iter()
+                    .any(|p| matches!(p.kind, PendingKind::Close { .. })) =>
+            {
                 Some(Stop::Terminal(SessionState::Closed))
             }
             _ => None,
@@ -794,7 +825,8 @@ impl Task {
         if let Stop::Terminal(_) = stop {
             let flush = async {
                 while !conn.wbuf.is_empty() {
-                    match std::future::poll_fn(|cx| conn.transport.poll_write(cx, &conn.wbuf)).await {
+                    match std::future::poll_fn(|cx| conn.transport.poll_write(cx, &conn.wbuf)).await
+                    {
                         Ok(0) | Err(_) => break,
                         Ok(n) => bytes::Buf::advance(&mut conn.wbuf, n),
                     }
@@ -819,7 +851,11 @@ impl Task {
             }
             Some(Command::Close { reply }) => self.write_close(conn, Some(reply), now),
             Some(Command::Request(submit)) => self.write_submit(conn, submit, now),
-            Some(Command::Auth { scheme, auth, reply }) => {
+            Some(Command::Auth {
+                scheme,
+                auth,
+                reply,
+            }) => {
                 write_frame(&mut conn.wbuf, |b| {
                     put_i32(b, xid::AUTH);
                     put_i32(b, OpCode::Auth.code());
@@ -868,7 +904,13 @@ impl Task {
 
     /// After a watcher dropped: remove the server's watch if nothing local needs it any more
     /// and no request in flight may register it again.
-    fn maybe_remove_server_watch(&mut self, conn: &mut Conn, kind: WatchKind, path: &str, now: Instant) {
+    fn maybe_remove_server_watch(
+        &mut self,
+        conn: &mut Conn,
+        kind: WatchKind,
+        path: &str,
+        now: Instant,
+    ) {
         if self.inflight_watch.get(path).copied().unwrap_or(0) > 0 {
             return;
         }
@@ -964,19 +1006,22 @@ impl Task {
     /// Handles every complete frame in the read buffer, in order.
     fn process_frames(&mut self, conn: &mut Conn, now: Instant) -> Option<Stop> {
         loop {
-            let (consumed, frame) = match zkit_proto::decode_frame(conn.rbuf.data(), self.config.max_frame) {
-                Ok(Some((consumed, payload))) => (consumed, Bytes::copy_from_slice(payload)),
-                Ok(None) => {
-                    // Make room for the rest of a large frame in one go.
-                    if let Some(len) = conn.rbuf.data().first_chunk::<4>() {
-                        let want = usize::try_from(i32::from_be_bytes(*len)).unwrap_or(0) + 4;
-                        let have = conn.rbuf.data().len();
-                        conn.rbuf.reserve(want.saturating_sub(have));
+            let (consumed, frame) =
+                match zkit_proto::decode_frame(conn.rbuf.data(), self.config.max_frame) {
+                    Ok(Some((consumed, payload))) => (consumed, Bytes::copy_from_slice(payload)),
+                    Ok(None) => {
+                        // Make room for the rest of a large frame in one go.
+                        if let Some(len) = conn.rbuf.data().first_chunk::<4>() {
+                            let want = usize::try_from(i32::from_be_bytes(*len)).unwrap_or(0) + 4;
+                            let have = conn.rbuf.data().len();
+                            conn.rbuf.reserve(want.saturating_sub(have));
+                        }
+                        return None;
                     }
-                    return None;
-                }
-                Err(e) => return Some(Stop::Disconnected(format!("bad frame from server: {e}"))),
-            };
+                    Err(e) => {
+                        return Some(Stop::Disconnected(format!("bad frame from server: {e}")))
+                    }
+                };
             conn.rbuf.consume(consumed);
             if let Err(stop) = self.process_frame(conn, frame, now) {
                 return Some(stop);
@@ -984,7 +1029,12 @@ impl Task {
         }
     }
 
-    fn process_frame(&mut self, conn: &mut Conn, frame: Bytes, now: Instant) -> std::result::Result<(), Stop> {
+    fn process_frame(
+        &mut self,
+        conn: &mut Conn,
+        frame: Bytes,
+        now: Instant,
+    ) -> std::result::Result<(), Stop> {
         let header = ReplyHeader::decode_from(&frame)
             .map_err(|e| Stop::Disconnected(format!("bad reply header: {e}")))?;
         let body = frame.slice(16..);
@@ -1029,7 +1079,10 @@ impl Task {
             }
             _ => {
                 let Some(pending) = conn.pending.pop_front() else {
-                    return Err(Stop::Disconnected(format!("reply for xid {} with nothing pending", header.xid)));
+                    return Err(Stop::Disconnected(format!(
+                        "reply for xid {} with nothing pending",
+                        header.xid
+                    )));
                 };
                 if pending.xid != header.xid {
                     // ClientCnxn.SendThread.readResponse: "Xid out of order".
@@ -1060,7 +1113,8 @@ impl Task {
     ) -> std::result::Result<(), Stop> {
         match kind {
             PendingKind::User { watch, reply } => {
-                let watcher = watch.and_then(|intent| self.register(conn, intent, err, reply.is_closed(), now));
+                let watcher = watch
+                    .and_then(|intent| self.register(conn, intent, err, reply.is_closed(), now));
                 let _ = reply.send(Ok(Reply { err, body, watcher }));
             }
             PendingKind::SetWatches => {
@@ -1295,11 +1349,15 @@ async fn attempt(
             transport = Transport::Tls(Box::new(tls.connect(&host.host, tcp).await?));
         }
         #[cfg(not(feature = "tls"))]
-        return Err(format!("{host} asks for TLS but zkit-client was built without the `tls` feature"));
+        return Err(format!(
+            "{host} asks for TLS but zkit-client was built without the `tls` feature"
+        ));
     }
     let mut out = BytesMut::new();
     write_frame(&mut out, |b| request.encode(b));
-    write_all(&mut transport, &out).await.map_err(|e| format!("write: {e}"))?;
+    write_all(&mut transport, &out)
+        .await
+        .map_err(|e| format!("write: {e}"))?;
     let mut rbuf = ReadBuffer::default();
     loop {
         match zkit_proto::decode_frame(rbuf.data(), max_frame) {
@@ -1344,8 +1402,11 @@ async fn connect_tcp(host: &Host) -> std::result::Result<TcpStream, String> {
     }
     let pick = rand::thread_rng().gen_range(0..addrs.len());
     let addr = addrs.swap_remove(pick);
-    let tcp = TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
-    tcp.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    tcp.set_nodelay(true)
+        .map_err(|e| format!("TCP_NODELAY: {e}"))?;
     Ok(tcp)
 }
 

@@ -66,7 +66,9 @@ mod tests {
     /// The Java formula, evaluated at every millisecond, against ours.
     #[test]
     fn ping_interval_matches_send_thread() {
-        for read in [600u64, 1_333, 2_000, 2_666, 3_000, 4_000, 20_000, 26_666, 40_000] {
+        for read in [
+            600u64, 1_333, 2_000, 2_666, 3_000, 4_000, 20_000, 26_666, 40_000,
+        ] {
             let java = (0..=20_000u64)
                 .find(|&idle| {
                     let extra = if idle > 1000 { 1000 } else { 0 };
@@ -75,7 +77,10 @@ mod tests {
                 .unwrap();
             let ours = ping_interval(ms(read)).as_millis() as u64;
             // Java checks `idle > 1000` on whole ms: it fires at 1001, we say 1000.
-            assert!(ours == java || ours + 1 == java, "read {read}: java {java} ours {ours}");
+            assert!(
+                ours == java || ours + 1 == java,
+                "read {read}: java {java} ours {ours}"
+            );
         }
     }
 

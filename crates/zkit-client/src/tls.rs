@@ -94,7 +94,9 @@ impl TlsOptions {
                 .map_err(|_| pem_error("unusable CA certificate"))?;
         }
         if roots.is_empty() {
-            return Err(pem_error("TLS needs a CA certificate (TlsOptions::with_pem_ca_certs)"));
+            return Err(pem_error(
+                "TLS needs a CA certificate (TlsOptions::with_pem_ca_certs)",
+            ));
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
@@ -145,7 +147,8 @@ impl TlsConnector {
         tcp: TcpStream,
     ) -> std::result::Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
         let name = self.server_name.as_deref().unwrap_or(host);
-        let name = ServerName::try_from(name.to_owned()).map_err(|e| format!("server name {name}: {e}"))?;
+        let name = ServerName::try_from(name.to_owned())
+            .map_err(|e| format!("server name {name}: {e}"))?;
         self.connector
             .connect(name, tcp)
             .await

@@ -21,7 +21,11 @@ pub(crate) enum Transport {
 }
 
 impl Transport {
-    pub(crate) fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    pub(crate) fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self {
             Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             #[cfg(feature = "tls")]
@@ -29,7 +33,11 @@ impl Transport {
         }
     }
 
-    pub(crate) fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    pub(crate) fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self {
             Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             #[cfg(feature = "tls")]

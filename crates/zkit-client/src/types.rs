@@ -247,7 +247,10 @@ impl CreateMode {
 
     /// Whether the node dies with the session.
     pub fn is_ephemeral(self) -> bool {
-        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
     }
 
     fn is_persistent(self) -> bool {

@@ -120,10 +120,13 @@ impl<W> WatchManager<W> {
                 (!has(WatchKind::Data) && !has(WatchKind::Exist) && !persistent)
                     .then_some(WatchType::Data)
             }
-            WatchKind::Child => (!has(WatchKind::Child) && !persistent).then_some(WatchType::Children),
-            WatchKind::Persistent | WatchKind::PersistentRecursive => {
-                WatchKind::ALL.iter().all(|k| !has(*k)).then_some(WatchType::Any)
+            WatchKind::Child => {
+                (!has(WatchKind::Child) && !persistent).then_some(WatchType::Children)
             }
+            WatchKind::Persistent | WatchKind::PersistentRecursive => WatchKind::ALL
+                .iter()
+                .all(|k| !has(*k))
+                .then_some(WatchType::Any),
         }
     }
 
@@ -269,13 +272,19 @@ mod tests {
             fired(&mut m, EventType::NodeDataChanged, "/a"),
             ["data", "persistent", "recursive"]
         );
-        assert_eq!(fired(&mut m, EventType::NodeDataChanged, "/a"), ["persistent", "recursive"]);
+        assert_eq!(
+            fired(&mut m, EventType::NodeDataChanged, "/a"),
+            ["persistent", "recursive"]
+        );
         // Children changed: child watch and persistent, never the recursive one.
         assert_eq!(
             fired(&mut m, EventType::NodeChildrenChanged, "/a"),
             ["child", "persistent"]
         );
-        assert_eq!(fired(&mut m, EventType::NodeCreated, "/b"), ["exist", "recursive"]);
+        assert_eq!(
+            fired(&mut m, EventType::NodeCreated, "/b"),
+            ["exist", "recursive"]
+        );
         assert_eq!(fired(&mut m, EventType::NodeCreated, "/b"), ["recursive"]);
         assert_eq!(fired(&mut m, EventType::NodeDeleted, "/x/y"), ["recursive"]);
         let [data, exist, child, persistent, recursive] = m.set_watches();
@@ -304,18 +313,36 @@ mod tests {
         m.add(WatchKind::Exist, "/a", 2, "e1");
         assert_eq!(m.remove(WatchKind::Data, "/a", 1), Some("d1"));
         assert_eq!(m.remove(WatchKind::Data, "/a", 1), None);
-        assert_eq!(m.server_removal(WatchKind::Data, "/a"), None, "exist shares the data watch");
+        assert_eq!(
+            m.server_removal(WatchKind::Data, "/a"),
+            None,
+            "exist shares the data watch"
+        );
         assert!(m.contains("/a", WatchType::Data));
         assert!(!m.contains("/a", WatchType::Children));
         assert_eq!(m.remove(WatchKind::Exist, "/a", 2), Some("e1"));
-        assert_eq!(m.server_removal(WatchKind::Exist, "/a"), Some(WatchType::Data));
+        assert_eq!(
+            m.server_removal(WatchKind::Exist, "/a"),
+            Some(WatchType::Data)
+        );
         m.add(WatchKind::Child, "/a", 9, "c");
         m.add(WatchKind::Persistent, "/a", 10, "p");
-        assert_eq!(m.server_removal(WatchKind::Data, "/a"), None, "persistent overlaps");
+        assert_eq!(
+            m.server_removal(WatchKind::Data, "/a"),
+            None,
+            "persistent overlaps"
+        );
         m.remove(WatchKind::Persistent, "/a", 10);
-        assert_eq!(m.server_removal(WatchKind::Persistent, "/a"), None, "child left");
+        assert_eq!(
+            m.server_removal(WatchKind::Persistent, "/a"),
+            None,
+            "child left"
+        );
         m.remove(WatchKind::Child, "/a", 9);
-        assert_eq!(m.server_removal(WatchKind::Persistent, "/a"), Some(WatchType::Any));
+        assert_eq!(
+            m.server_removal(WatchKind::Persistent, "/a"),
+            Some(WatchType::Any)
+        );
         assert!(m.is_empty());
 
         m.add(WatchKind::Data, "/a", 3, "d");

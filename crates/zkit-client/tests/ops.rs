@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use common::{connect, on_both, root, within, Kind, EPHEMERAL, PERSISTENT};
 use zkit_client::{
-    Acl, Acls, AuthId, Client, CreateMode, Error, MultiReadResult, MultiWriteError, MultiWriteResult,
-    Permission,
+    Acl, Acls, AuthId, Client, CreateMode, Error, MultiReadResult, MultiWriteError,
+    MultiWriteResult, Permission,
 };
 use zkit_server::{Server, ServerConfig};
 
@@ -33,7 +33,9 @@ async fn create_read_write_delete() {
         c.check(&a, Some(1)).await.unwrap();
         c.check(&a, None).await.unwrap();
         // Empty and absent data both read as empty.
-        c.create(&format!("{r}/empty"), b"", &PERSISTENT).await.unwrap();
+        c.create(&format!("{r}/empty"), b"", &PERSISTENT)
+            .await
+            .unwrap();
         assert_eq!(c.get_data(&format!("{r}/empty")).await.unwrap().0, b"");
         c.delete(&a, Some(1)).await.unwrap();
         assert_eq!(c.check_stat(&a).await.unwrap(), None);
@@ -48,9 +50,13 @@ async fn children_counts_and_ephemerals() {
         let c = connect(&addr).await;
         let r = root(&c, "children").await;
         for name in ["x", "y"] {
-            c.create(&format!("{r}/{name}"), b"", &PERSISTENT).await.unwrap();
+            c.create(&format!("{r}/{name}"), b"", &PERSISTENT)
+                .await
+                .unwrap();
         }
-        c.create(&format!("{r}/x/deep"), b"", &PERSISTENT).await.unwrap();
+        c.create(&format!("{r}/x/deep"), b"", &PERSISTENT)
+            .await
+            .unwrap();
         let mut children = c.list_children(&r).await.unwrap();
         children.sort();
         assert_eq!(children, ["x", "y"]);
@@ -59,7 +65,10 @@ async fn children_counts_and_ephemerals() {
         assert_eq!(children, ["x", "y"]);
         assert_eq!(stat.num_children, 2);
         assert_eq!(c.get_all_children_number(&r).await.unwrap(), 3);
-        assert_eq!(c.count_descendants_number(&format!("{r}/y")).await.unwrap(), 0);
+        assert_eq!(
+            c.count_descendants_number(&format!("{r}/y")).await.unwrap(),
+            0
+        );
 
         let e = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
         let (_, s1) = c.create(&format!("{r}/lock-"), b"", &e).await.unwrap();
@@ -68,14 +77,19 @@ async fn children_counts_and_ephemerals() {
         assert_eq!(stat2.ephemeral_owner, c.session_id().0);
         let name = format!("lock-{s1}");
         assert_eq!(name.len(), "lock-".len() + 10);
-        c.create(&format!("{r}/other"), b"", &EPHEMERAL).await.unwrap();
+        c.create(&format!("{r}/other"), b"", &EPHEMERAL)
+            .await
+            .unwrap();
         let mine = c.get_ephemerals(&format!("{r}/lock-")).await.unwrap();
         assert_eq!(mine, [format!("{r}/lock-{s1}"), format!("{r}/lock-{s2}")]);
         assert_eq!(c.list_ephemerals(&r).await.unwrap().len(), 3);
         // Another session's ephemerals are not listed, and die with it.
         let other = connect(&addr).await;
         assert!(other.get_ephemerals(&r).await.unwrap().is_empty());
-        other.create(&format!("{r}/theirs"), b"", &EPHEMERAL).await.unwrap();
+        other
+            .create(&format!("{r}/theirs"), b"", &EPHEMERAL)
+            .await
+            .unwrap();
         other.close().await;
         assert_eq!(c.check_stat(&format!("{r}/theirs")).await.unwrap(), None);
     })
@@ -90,7 +104,9 @@ async fn errors_of_each_op() {
         let a = format!("{r}/a");
         let missing = format!("{r}/missing");
         c.create(&a, b"", &PERSISTENT).await.unwrap();
-        c.create(&format!("{a}/child"), b"", &PERSISTENT).await.unwrap();
+        c.create(&format!("{a}/child"), b"", &PERSISTENT)
+            .await
+            .unwrap();
 
         assert_eq!(c.get_data(&missing).await, Err(Error::NoNode));
         assert_eq!(c.set_data(&missing, b"", None).await, Err(Error::NoNode));
@@ -98,7 +114,10 @@ async fn errors_of_each_op() {
         assert_eq!(c.list_children(&missing).await, Err(Error::NoNode));
         assert_eq!(c.get_acl(&missing).await, Err(Error::NoNode));
         assert_eq!(c.check(&missing, None).await, Err(Error::NoNode));
-        assert_eq!(c.get_all_children_number(&missing).await, Err(Error::NoNode));
+        assert_eq!(
+            c.get_all_children_number(&missing).await,
+            Err(Error::NoNode)
+        );
         assert_eq!(
             c.create(&format!("{missing}/x"), b"", &PERSISTENT).await,
             Err(Error::NoNode)
@@ -120,21 +139,42 @@ async fn errors_of_each_op() {
                 matches!(c.get_data(bad).await, Err(Error::BadArguments(_))),
                 "{bad:?}"
             );
-            assert!(matches!(c.create(bad, b"", &PERSISTENT).await, Err(Error::BadArguments(_))));
+            assert!(matches!(
+                c.create(bad, b"", &PERSISTENT).await,
+                Err(Error::BadArguments(_))
+            ));
         }
-        assert!(matches!(c.create("/", b"", &PERSISTENT).await, Err(Error::BadArguments(_))));
-        assert!(matches!(c.delete("/", None).await, Err(Error::BadArguments(_))));
+        assert!(matches!(
+            c.create("/", b"", &PERSISTENT).await,
+            Err(Error::BadArguments(_))
+        ));
+        assert!(matches!(
+            c.delete("/", None).await,
+            Err(Error::BadArguments(_))
+        ));
         // ... and the server refuses: the system nodes cannot be deleted.
-        assert!(matches!(c.delete("/zookeeper", None).await, Err(Error::BadArguments(_))));
+        assert!(matches!(
+            c.delete("/zookeeper", None).await,
+            Err(Error::BadArguments(_))
+        ));
         // Empty ACL: refused by the client, as the Java client does.
         assert_eq!(
-            c.create(&format!("{r}/noacl"), b"", &CreateMode::Persistent.with_acls(Acls::new(&[])))
-                .await,
+            c.create(
+                &format!("{r}/noacl"),
+                b"",
+                &CreateMode::Persistent.with_acls(Acls::new(&[]))
+            )
+            .await,
             Err(Error::InvalidAcl)
         );
         // TTL with a non-persistent mode.
         assert!(matches!(
-            c.create(&format!("{r}/t"), b"", &EPHEMERAL.with_ttl(Duration::from_secs(1))).await,
+            c.create(
+                &format!("{r}/t"),
+                b"",
+                &EPHEMERAL.with_ttl(Duration::from_secs(1))
+            )
+            .await,
             Err(Error::BadArguments(_))
         ));
         // The connection is fine after all of it.
@@ -170,7 +210,8 @@ async fn ttl_and_container_nodes() {
     let server = Server::start(config).await.unwrap();
     let c = connect(&server.addr().to_string()).await;
     assert_eq!(
-        c.create("/t", b"", &PERSISTENT.with_ttl(Duration::from_secs(1))).await,
+        c.create("/t", b"", &PERSISTENT.with_ttl(Duration::from_secs(1)))
+            .await,
         Err(Error::Unimplemented)
     );
     server.stop().await;
@@ -185,11 +226,16 @@ async fn multi_errors_by_position_and_nothing_applied() {
         c.create(&a, b"", &PERSISTENT).await.unwrap();
 
         let mut w = c.new_multi_writer();
-        w.add_create(&format!("{r}/n-"), b"x", &CreateMode::PersistentSequential.with_acls(Acls::anyone_all()))
-            .unwrap();
+        w.add_create(
+            &format!("{r}/n-"),
+            b"x",
+            &CreateMode::PersistentSequential.with_acls(Acls::anyone_all()),
+        )
+        .unwrap();
         w.add_set_data(&a, b"new", Some(0)).unwrap();
         w.add_check_version(&a, 1).unwrap();
-        w.add_create(&format!("{r}/gone"), b"", &PERSISTENT).unwrap();
+        w.add_create(&format!("{r}/gone"), b"", &PERSISTENT)
+            .unwrap();
         w.add_delete(&format!("{r}/gone"), None).unwrap();
         let results = w.commit().await.unwrap();
         assert_eq!(results.len(), 5);
@@ -293,7 +339,10 @@ async fn chroot_for_every_path_bearing_op() {
         let view = top.clone().chroot(&r).unwrap();
         view.create("/mine", b"", &EPHEMERAL).await.unwrap();
         top.create(&format!("{r}x"), b"", &EPHEMERAL).await.unwrap();
-        assert_eq!(top.get_ephemerals(&r).await.unwrap(), [format!("{r}/mine"), format!("{r}x")]);
+        assert_eq!(
+            top.get_ephemerals(&r).await.unwrap(),
+            [format!("{r}/mine"), format!("{r}x")]
+        );
         assert_eq!(view.get_ephemerals("/").await.unwrap(), ["/mine"]);
         let mut w = c.new_multi_writer();
         w.add_create("/m", b"", &PERSISTENT).unwrap();
@@ -302,14 +351,20 @@ async fn chroot_for_every_path_bearing_op() {
         assert!(matches!(&results[0], MultiWriteResult::Create { path, .. } if path == "/m"));
         let mut reader = c.new_multi_reader();
         reader.add_get_data("/m").unwrap();
-        assert!(matches!(reader.commit().await.unwrap()[0], MultiReadResult::Data { .. }));
+        assert!(matches!(
+            reader.commit().await.unwrap()[0],
+            MultiReadResult::Data { .. }
+        ));
         // Watch events carry chroot-relative paths.
         let (_, _, watcher) = c.get_and_watch_data("/a").await.unwrap();
         let (_, child_watcher) = c.list_and_watch_children("/").await.unwrap();
         // On another session: a 3.8 server keeps one watch mode per path and session, so a
         // recursive watch on "/" would replace the child watch above (ZOOKEEPER-4466).
         let c2 = connect(&format!("{addr}{r}")).await;
-        let mut persistent = c2.watch("/", zkit_client::AddWatchMode::PersistentRecursive).await.unwrap();
+        let mut persistent = c2
+            .watch("/", zkit_client::AddWatchMode::PersistentRecursive)
+            .await
+            .unwrap();
         top.set_data(&format!("{r}/a"), b"3", None).await.unwrap();
         let event = within(watcher.changed()).await;
         assert_eq!(event.path, "/a");
@@ -321,7 +376,11 @@ async fn chroot_for_every_path_bearing_op() {
         // A nested chroot from the client.
         let nested = c.clone().chroot("/a").unwrap();
         nested.create("/inner", b"", &PERSISTENT).await.unwrap();
-        assert!(top.check_stat(&format!("{r}/a/inner")).await.unwrap().is_some());
+        assert!(top
+            .check_stat(&format!("{r}/a/inner"))
+            .await
+            .unwrap()
+            .is_some());
         assert!(c.clone().chroot("bad").is_err());
         // /zookeeper/config is outside any chroot.
         c.get_config().await.unwrap();
@@ -341,39 +400,71 @@ async fn digest_auth_acls_and_who_am_i() {
         // Creator ACLs need an identity first.
         assert_eq!(
             alice
-                .create(&format!("{r}/x"), b"", &CreateMode::Persistent.with_acls(Acls::creator_all()))
+                .create(
+                    &format!("{r}/x"),
+                    b"",
+                    &CreateMode::Persistent.with_acls(Acls::creator_all())
+                )
                 .await,
             Err(Error::InvalidAcl)
         );
         within(alice.auth("digest", b"alice:secret")).await.unwrap();
         let users = alice.list_auth_users().await.unwrap();
-        assert!(users.iter().any(|u| u.scheme() == "digest" && u.user() == "alice"), "{users:?}");
+        assert!(
+            users
+                .iter()
+                .any(|u| u.scheme() == "digest" && u.user() == "alice"),
+            "{users:?}"
+        );
         assert!(users.iter().any(|u| u.scheme() == "ip"), "{users:?}");
         let private = format!("{r}/private");
         alice
-            .create(&private, b"s", &CreateMode::Persistent.with_acls(Acls::creator_all()))
+            .create(
+                &private,
+                b"s",
+                &CreateMode::Persistent.with_acls(Acls::creator_all()),
+            )
             .await
             .unwrap();
         let (acl, stat) = alice.get_acl(&private).await.unwrap();
-        assert_eq!(acl, [Acl::new(Permission::ALL, AuthId::new("digest", &digest("alice:secret")))]);
+        assert_eq!(
+            acl,
+            [Acl::new(
+                Permission::ALL,
+                AuthId::new("digest", &digest("alice:secret"))
+            )]
+        );
         assert_eq!(stat.aversion, 0);
 
         let bob = connect(&addr).await;
         assert_eq!(bob.get_data(&private).await, Err(Error::NoAuth));
         assert_eq!(bob.set_data(&private, b"", None).await, Err(Error::NoAuth));
-        assert_eq!(bob.create(&format!("{private}/c"), b"", &PERSISTENT).await, Err(Error::NoAuth));
+        assert_eq!(
+            bob.create(&format!("{private}/c"), b"", &PERSISTENT).await,
+            Err(Error::NoAuth)
+        );
         // Connector-level auth works the same.
-        let alice2 = Client::connector().with_auth("digest", b"alice:secret").connect(&addr).await.unwrap();
+        let alice2 = Client::connector()
+            .with_auth("digest", b"alice:secret")
+            .connect(&addr)
+            .await
+            .unwrap();
         assert_eq!(alice2.get_data(&private).await.unwrap().0, b"s");
 
         // setACL bumps aversion and is checked against it.
         let open = [Acl::new(Permission::READ, AuthId::anyone())];
-        assert_eq!(alice.set_acl(&private, &open, Some(3)).await, Err(Error::BadVersion));
+        assert_eq!(
+            alice.set_acl(&private, &open, Some(3)).await,
+            Err(Error::BadVersion)
+        );
         let stat = alice.set_acl(&private, &open, Some(0)).await.unwrap();
         assert_eq!(stat.aversion, 1);
         assert_eq!(bob.get_data(&private).await.unwrap().0, b"s");
         assert_eq!(bob.set_data(&private, b"", None).await, Err(Error::NoAuth));
-        assert_eq!(alice.set_acl(&private, &[], None).await, Err(Error::InvalidAcl));
+        assert_eq!(
+            alice.set_acl(&private, &[], None).await,
+            Err(Error::InvalidAcl)
+        );
         let _ = kind;
     })
     .await;

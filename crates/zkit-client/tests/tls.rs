@@ -27,23 +27,86 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// A CA, and `name`'s key and certificate signed by it (`name.key`, `name.crt`), with
 /// `san` as subjectAltName.
 fn issue(dir: &Path, ca: &str, name: &str, san: &str) {
-    openssl(dir, &["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", &format!("{name}.key")]);
-    openssl(dir, &["req", "-new", "-key", &format!("{name}.key"), "-subj", &format!("/CN={name}"), "-out", &format!("{name}.csr")]);
-    std::fs::write(dir.join(format!("{name}.ext")), format!("subjectAltName={san}\n")).unwrap();
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", &format!("{name}.csr"), "-CA", &format!("{ca}.crt"), "-CAkey", &format!("{ca}.key"),
-            "-CAcreateserial", "-days", "2", "-extfile", &format!("{name}.ext"), "-out", &format!("{name}.crt"),
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            &format!("{name}.key"),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            &format!("{name}.key"),
+            "-subj",
+            &format!("/CN={name}"),
+            "-out",
+            &format!("{name}.csr"),
+        ],
+    );
+    std::fs::write(
+        dir.join(format!("{name}.ext")),
+        format!("subjectAltName={san}\n"),
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.crt"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+            "-out",
+            &format!("{name}.crt"),
         ],
     );
 }
 
 fn make_ca(dir: &Path, ca: &str) {
-    openssl(dir, &["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", &format!("{ca}.key")]);
     openssl(
         dir,
-        &["req", "-x509", "-new", "-key", &format!("{ca}.key"), "-subj", &format!("/CN={ca}"), "-days", "2", "-out", &format!("{ca}.crt")],
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            &format!("{ca}.key"),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            &format!("{ca}.key"),
+            "-subj",
+            &format!("/CN={ca}"),
+            "-days",
+            "2",
+            "-out",
+            &format!("{ca}.crt"),
+        ],
     );
 }
 
@@ -64,14 +127,22 @@ impl Drop for TlsZooKeeper {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Apache ZooKeeper with only a TLS port, requiring client certificates.
 fn start_tls_zookeeper(dir: &Path) -> TlsZooKeeper {
     let port = free_port();
     // ZooKeeper's PEM key store: the private key and the certificate in one file.
-    std::fs::write(dir.join("server.pem"), read(dir, "server.key") + &read(dir, "server.crt")).unwrap();
+    std::fs::write(
+        dir.join("server.pem"),
+        read(dir, "server.key") + &read(dir, "server.crt"),
+    )
+    .unwrap();
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
     let cfg = format!(
@@ -109,7 +180,10 @@ fn options(dir: &Path, client: &str) -> TlsOptions {
     TlsOptions::new()
         .with_pem_ca_certs(&read(dir, "ca.crt"))
         .unwrap()
-        .with_pem_identity(&read(dir, &format!("{client}.crt")), &read(dir, &format!("{client}.key")))
+        .with_pem_identity(
+            &read(dir, &format!("{client}.crt")),
+            &read(dir, &format!("{client}.key")),
+        )
         .unwrap()
 }
 
@@ -143,13 +217,22 @@ async fn tls_against_apache_secure_client_port() {
         match tls_connect(options(d, "client"), &cluster).await {
             Ok(client) => break client,
             Err(e) => {
-                assert!(tokio::time::Instant::now() < deadline, "TLS ZooKeeper not up: {e}; {}", read(d, "zk.log"));
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "TLS ZooKeeper not up: {e}; {}",
+                    read(d, "zk.log")
+                );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
     };
-    let (stat, _) = within(client.create("/tls", b"secret", &PERSISTENT)).await.unwrap();
-    assert_eq!(client.get_data("/tls").await.unwrap(), (b"secret".to_vec(), stat));
+    let (stat, _) = within(client.create("/tls", b"secret", &PERSISTENT))
+        .await
+        .unwrap();
+    assert_eq!(
+        client.get_data("/tls").await.unwrap(),
+        (b"secret".to_vec(), stat)
+    );
     let (_, _, watcher) = client.get_and_watch_data("/tls").await.unwrap();
     client.set_data("/tls", b"2", None).await.unwrap();
     assert_eq!(within(watcher.changed()).await.path, "/tls");
@@ -157,17 +240,34 @@ async fn tls_against_apache_secure_client_port() {
     assert!(users.iter().any(|u| u.scheme() == "x509"), "{users:?}");
 
     // By name: the certificate is for localhost.
-    let by_name = tls_connect(options(d, "client"), &format!("localhost:{}", zk.port)).await.unwrap();
+    let by_name = tls_connect(options(d, "client"), &format!("localhost:{}", zk.port))
+        .await
+        .unwrap();
     by_name.sync("/").await.unwrap();
     // A name the certificate is not for: refused, unless verification is off.
     let wrong = options(d, "client").with_server_name("zookeeper.invalid");
-    assert_eq!(tls_connect(wrong.clone(), &cluster).await.err(), Some(Error::NoHosts));
-    tls_connect(wrong.with_no_hostname_verification(), &cluster).await.unwrap().sync("/").await.unwrap();
+    assert_eq!(
+        tls_connect(wrong.clone(), &cluster).await.err(),
+        Some(Error::NoHosts)
+    );
+    tls_connect(wrong.with_no_hostname_verification(), &cluster)
+        .await
+        .unwrap()
+        .sync("/")
+        .await
+        .unwrap();
     // A server signed by a CA we do not trust: refused.
-    let untrusting = TlsOptions::new().with_pem_ca_certs(&read(d, "rogue.crt")).unwrap();
-    assert_eq!(tls_connect(untrusting, &cluster).await.err(), Some(Error::NoHosts));
+    let untrusting = TlsOptions::new()
+        .with_pem_ca_certs(&read(d, "rogue.crt"))
+        .unwrap();
+    assert_eq!(
+        tls_connect(untrusting, &cluster).await.err(),
+        Some(Error::NoHosts)
+    );
     // The server requires a client certificate from its CA.
-    let anonymous = TlsOptions::new().with_pem_ca_certs(&read(d, "ca.crt")).unwrap();
+    let anonymous = TlsOptions::new()
+        .with_pem_ca_certs(&read(d, "ca.crt"))
+        .unwrap();
     assert!(tls_connect(anonymous, &cluster).await.is_err());
     assert!(tls_connect(options(d, "intruder"), &cluster).await.is_err());
     // A plain connection to the TLS port does not get a session.
@@ -178,7 +278,9 @@ async fn tls_against_apache_secure_client_port() {
     assert!(plain.is_err());
     // Bad PEM is refused up front.
     assert!(TlsOptions::new().with_pem_ca_certs("not pem").is_err());
-    assert!(TlsOptions::new().with_pem_identity(&read(d, "client.crt"), "no key").is_err());
+    assert!(TlsOptions::new()
+        .with_pem_identity(&read(d, "client.crt"), "no key")
+        .is_err());
     assert!(matches!(
         Client::connector().secure_connect(&cluster).await,
         Err(Error::BadArguments(_))

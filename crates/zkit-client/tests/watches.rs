@@ -35,15 +35,25 @@ async fn one_shot_watches_fire_once_for_what_zookeeper_says() {
 
         // Each event is there as soon as the reply of the write that caused it (same session).
         c.set_data(&d, b"1", None).await.unwrap();
-        let event = ready_now(data.changed()).await.expect("data event before the reply");
-        assert_eq!(event, WatchedEvent::new(EventType::NodeDataChanged, d.clone()));
+        let event = ready_now(data.changed())
+            .await
+            .expect("data event before the reply");
+        assert_eq!(
+            event,
+            WatchedEvent::new(EventType::NodeDataChanged, d.clone())
+        );
         assert_eq!(
             ready_now(exists_data.changed()).await.unwrap().event_type,
             EventType::NodeDataChanged
         );
         c.create(&e, b"", &PERSISTENT).await.unwrap();
-        assert_eq!(ready_now(exist.changed()).await.unwrap(), WatchedEvent::new(EventType::NodeCreated, e.clone()));
-        c.create(&format!("{ch}/x"), b"", &PERSISTENT).await.unwrap();
+        assert_eq!(
+            ready_now(exist.changed()).await.unwrap(),
+            WatchedEvent::new(EventType::NodeCreated, e.clone())
+        );
+        c.create(&format!("{ch}/x"), b"", &PERSISTENT)
+            .await
+            .unwrap();
         assert_eq!(
             ready_now(children.changed()).await.unwrap(),
             WatchedEvent::new(EventType::NodeChildrenChanged, ch.clone())
@@ -55,19 +65,37 @@ async fn one_shot_watches_fire_once_for_what_zookeeper_says() {
 
         // Fired once: the server holds none of them any more.
         c.sync("/").await.unwrap();
-        assert_eq!(server_watches(&addr, c.session_id().0).await, Vec::<String>::new());
+        assert_eq!(
+            server_watches(&addr, c.session_id().0).await,
+            Vec::<String>::new()
+        );
 
         // Deletion fires data and child watches of the node.
         let (_, _, data) = c.get_and_watch_data(&format!("{ch}/x")).await.unwrap();
         let (_, kids) = c.list_and_watch_children(&format!("{ch}/x")).await.unwrap();
         c.delete(&format!("{ch}/x"), None).await.unwrap();
-        assert_eq!(ready_now(data.changed()).await.unwrap().event_type, EventType::NodeDeleted);
-        assert_eq!(ready_now(kids.changed()).await.unwrap().event_type, EventType::NodeDeleted);
+        assert_eq!(
+            ready_now(data.changed()).await.unwrap().event_type,
+            EventType::NodeDeleted
+        );
+        assert_eq!(
+            ready_now(kids.changed()).await.unwrap().event_type,
+            EventType::NodeDeleted
+        );
         // A failed read sets no watch.
-        assert_eq!(c.get_and_watch_data(&format!("{r}/none")).await.err(), Some(Error::NoNode));
-        assert_eq!(c.list_and_watch_children(&format!("{r}/none")).await.err(), Some(Error::NoNode));
+        assert_eq!(
+            c.get_and_watch_data(&format!("{r}/none")).await.err(),
+            Some(Error::NoNode)
+        );
+        assert_eq!(
+            c.list_and_watch_children(&format!("{r}/none")).await.err(),
+            Some(Error::NoNode)
+        );
         c.sync("/").await.unwrap();
-        assert_eq!(server_watches(&addr, c.session_id().0).await, Vec::<String>::new());
+        assert_eq!(
+            server_watches(&addr, c.session_id().0).await,
+            Vec::<String>::new()
+        );
     })
     .await;
 }
@@ -83,10 +111,15 @@ async fn persistent_watches_keep_firing() {
         let r = root(&c, "persistent").await;
         let p = format!("{r}/p");
         let mut node = c.watch(&p, AddWatchMode::Persistent).await.unwrap();
-        let mut tree = c.watch(&r, AddWatchMode::PersistentRecursive).await.unwrap();
+        let mut tree = c
+            .watch(&r, AddWatchMode::PersistentRecursive)
+            .await
+            .unwrap();
         c.create(&p, b"", &PERSISTENT).await.unwrap();
         c.set_data(&p, b"1", None).await.unwrap();
-        c.create(&format!("{p}/kid"), b"", &PERSISTENT).await.unwrap();
+        c.create(&format!("{p}/kid"), b"", &PERSISTENT)
+            .await
+            .unwrap();
         c.delete(&format!("{p}/kid"), None).await.unwrap();
         c.delete(&p, None).await.unwrap();
         let want_node = [
@@ -119,7 +152,10 @@ async fn persistent_watches_keep_firing() {
         drop(tree);
         c.sync("/").await.unwrap();
         c.sync("/").await.unwrap();
-        assert_eq!(server_watches(&addr, c.session_id().0).await, Vec::<String>::new());
+        assert_eq!(
+            server_watches(&addr, c.session_id().0).await,
+            Vec::<String>::new()
+        );
     })
     .await;
 }
@@ -135,7 +171,7 @@ async fn dropped_watchers_and_futures_leave_no_server_watch() {
 
         // A watcher dropped before it fired.
         let (_, _, w) = c.get_and_watch_data(&a).await.unwrap();
-        assert_eq!(server_watches(&addr, me).await, [a.clone()]);
+        assert_eq!(server_watches(&addr, me).await, vec![a.clone()]);
         drop(w);
         c.sync("/").await.unwrap();
         assert_eq!(server_watches(&addr, me).await, Vec::<String>::new());
@@ -145,9 +181,12 @@ async fn dropped_watchers_and_futures_leave_no_server_watch() {
         let (_, w2) = c.check_and_watch_stat(&a).await.unwrap();
         drop(w1);
         c.sync("/").await.unwrap();
-        assert_eq!(server_watches(&addr, me).await, [a.clone()]);
+        assert_eq!(server_watches(&addr, me).await, vec![a.clone()]);
         c.set_data(&a, b"x", None).await.unwrap();
-        assert_eq!(ready_now(w2.changed()).await.unwrap().event_type, EventType::NodeDataChanged);
+        assert_eq!(
+            ready_now(w2.changed()).await.unwrap().event_type,
+            EventType::NodeDataChanged
+        );
 
         // Request futures dropped before their reply: one-shot and persistent.
         drop(c.get_and_watch_data(&a));
@@ -171,8 +210,14 @@ async fn remove_and_check_watches() {
         let r = root(&c, "remove").await;
         let a = format!("{r}/a");
         c.create(&a, b"", &PERSISTENT).await.unwrap();
-        assert_eq!(c.check_watches(&a, WatchType::Any).await, Err(Error::NoWatcher));
-        assert_eq!(c.remove_watches(&a, WatchType::Data).await, Err(Error::NoWatcher));
+        assert_eq!(
+            c.check_watches(&a, WatchType::Any).await,
+            Err(Error::NoWatcher)
+        );
+        assert_eq!(
+            c.remove_watches(&a, WatchType::Data).await,
+            Err(Error::NoWatcher)
+        );
 
         let (_, _, data) = c.get_and_watch_data(&a).await.unwrap();
         let (_, child) = c.list_and_watch_children(&a).await.unwrap();
@@ -184,10 +229,16 @@ async fn remove_and_check_watches() {
             ready_now(data.changed()).await.unwrap(),
             WatchedEvent::new(EventType::DataWatchRemoved, a.clone())
         );
-        assert_eq!(c.check_watches(&a, WatchType::Data).await, Err(Error::NoWatcher));
+        assert_eq!(
+            c.check_watches(&a, WatchType::Data).await,
+            Err(Error::NoWatcher)
+        );
         c.check_watches(&a, WatchType::Children).await.unwrap();
         c.remove_watches(&a, WatchType::Any).await.unwrap();
-        assert_eq!(ready_now(child.changed()).await.unwrap().event_type, EventType::ChildWatchRemoved);
+        assert_eq!(
+            ready_now(child.changed()).await.unwrap().event_type,
+            EventType::ChildWatchRemoved
+        );
 
         let mut p = c.watch(&a, AddWatchMode::Persistent).await.unwrap();
         c.remove_watches(&a, WatchType::Any).await.unwrap();
@@ -195,7 +246,10 @@ async fn remove_and_check_watches() {
         assert_eq!(next(&mut p).await, removed);
         assert_eq!(next(&mut p).await, removed, "the last event again");
         c.set_data(&a, b"no event", None).await.unwrap();
-        assert_eq!(server_watches(&addr, c.session_id().0).await, Vec::<String>::new());
+        assert_eq!(
+            server_watches(&addr, c.session_id().0).await,
+            Vec::<String>::new()
+        );
     })
     .await;
 }
@@ -227,7 +281,10 @@ async fn rearmed_after_reconnect(addr: String, _kind: Kind) {
     let (_, child) = c.list_and_watch_children(&ch).await.unwrap();
     let (_, _, unchanged) = c.get_and_watch_data(&rec).await.unwrap();
     let mut persistent = c.watch(&p, AddWatchMode::Persistent).await.unwrap();
-    let mut recursive = c.watch(&rec, AddWatchMode::PersistentRecursive).await.unwrap();
+    let mut recursive = c
+        .watch(&rec, AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
     let session = c.session_id();
 
     // Partition: new connections are held, the open one dropped.
@@ -237,36 +294,78 @@ async fn rearmed_after_reconnect(addr: String, _kind: Kind) {
     assert_eq!(within(states.changed()).await, SessionState::Disconnected);
     other.set_data(&d, b"changed", None).await.unwrap();
     other.create(&e, b"", &PERSISTENT).await.unwrap();
-    other.create(&format!("{ch}/kid"), b"", &PERSISTENT).await.unwrap();
+    other
+        .create(&format!("{ch}/kid"), b"", &PERSISTENT)
+        .await
+        .unwrap();
     other.set_data(&p, b"lost", None).await.unwrap();
     proxy.resume();
     assert_eq!(within(states.changed()).await, SessionState::SyncConnected);
     assert_eq!(c.session_id(), session);
 
-    assert_eq!(within(data.changed()).await, WatchedEvent::new(EventType::NodeDataChanged, d.clone()));
-    assert_eq!(within(exist.changed()).await, WatchedEvent::new(EventType::NodeCreated, e.clone()));
+    assert_eq!(
+        within(data.changed()).await,
+        WatchedEvent::new(EventType::NodeDataChanged, d.clone())
+    );
+    assert_eq!(
+        within(exist.changed()).await,
+        WatchedEvent::new(EventType::NodeCreated, e.clone())
+    );
     assert_eq!(
         within(child.changed()).await,
         WatchedEvent::new(EventType::NodeChildrenChanged, ch.clone())
     );
     for w in [&mut persistent, &mut recursive] {
-        assert_eq!(next(w).await, WatchedEvent::new_session(SessionState::Disconnected));
-        assert_eq!(next(w).await, WatchedEvent::new_session(SessionState::SyncConnected));
+        assert_eq!(
+            next(w).await,
+            WatchedEvent::new_session(SessionState::Disconnected)
+        );
+        assert_eq!(
+            next(w).await,
+            WatchedEvent::new_session(SessionState::SyncConnected)
+        );
     }
     // Re-armed: every later change, once each, in order.
     other.set_data(&p, b"after", None).await.unwrap();
-    other.create(&format!("{p}/kid"), b"", &PERSISTENT).await.unwrap();
-    other.create(&format!("{rec}/x"), b"", &PERSISTENT).await.unwrap();
+    other
+        .create(&format!("{p}/kid"), b"", &PERSISTENT)
+        .await
+        .unwrap();
+    other
+        .create(&format!("{rec}/x"), b"", &PERSISTENT)
+        .await
+        .unwrap();
     other.set_data(&rec, b"last", None).await.unwrap();
-    assert_eq!(next(&mut persistent).await, WatchedEvent::new(EventType::NodeDataChanged, p.clone()));
-    assert_eq!(next(&mut persistent).await, WatchedEvent::new(EventType::NodeChildrenChanged, p.clone()));
-    assert_eq!(next(&mut recursive).await, WatchedEvent::new(EventType::NodeCreated, format!("{rec}/x")));
-    assert_eq!(next(&mut recursive).await, WatchedEvent::new(EventType::NodeDataChanged, rec.clone()));
+    assert_eq!(
+        next(&mut persistent).await,
+        WatchedEvent::new(EventType::NodeDataChanged, p.clone())
+    );
+    assert_eq!(
+        next(&mut persistent).await,
+        WatchedEvent::new(EventType::NodeChildrenChanged, p.clone())
+    );
+    assert_eq!(
+        next(&mut recursive).await,
+        WatchedEvent::new(EventType::NodeCreated, format!("{rec}/x"))
+    );
+    assert_eq!(
+        next(&mut recursive).await,
+        WatchedEvent::new(EventType::NodeDataChanged, rec.clone())
+    );
     // The unchanged node's one-shot watch was re-armed, not fired: it fires now, once.
-    assert_eq!(within(unchanged.changed()).await, WatchedEvent::new(EventType::NodeDataChanged, rec.clone()));
+    assert_eq!(
+        within(unchanged.changed()).await,
+        WatchedEvent::new(EventType::NodeDataChanged, rec.clone())
+    );
     c.sync("/").await.unwrap();
-    assert!(ready_now(persistent.changed()).await.is_none(), "no doubled event");
-    assert!(ready_now(recursive.changed()).await.is_none(), "no doubled event");
+    assert!(
+        ready_now(persistent.changed()).await.is_none(),
+        "no doubled event"
+    );
+    assert!(
+        ready_now(recursive.changed()).await.is_none(),
+        "no doubled event"
+    );
     let mut held = server_watches(&addr, session.0).await;
     held.sort();
     assert_eq!(held, [p.clone(), rec.clone()]);
@@ -297,22 +396,38 @@ async fn persistent_watch_survives_a_server_restart() {
     let (_, _, oneshot) = c.get_and_watch_data("/keep").await.unwrap();
     let session = c.session_id();
     server.stop().await;
-    assert_eq!(next(&mut w).await, WatchedEvent::new_session(SessionState::Disconnected));
+    assert_eq!(
+        next(&mut w).await,
+        WatchedEvent::new_session(SessionState::Disconnected)
+    );
     let server = Server::start(ServerConfig {
         listen: addr,
         ..config
     })
     .await
     .unwrap();
-    assert_eq!(next(&mut w).await, WatchedEvent::new_session(SessionState::SyncConnected));
-    assert_eq!(c.session_id(), session, "the same session after the restart");
+    assert_eq!(
+        next(&mut w).await,
+        WatchedEvent::new_session(SessionState::SyncConnected)
+    );
+    assert_eq!(
+        c.session_id(),
+        session,
+        "the same session after the restart"
+    );
     let other = connect(&addr.to_string()).await;
     other.set_data("/keep", b"1", None).await.unwrap();
     other.set_data("/keep", b"2", None).await.unwrap();
     for _ in 0..2 {
-        assert_eq!(next(&mut w).await, WatchedEvent::new(EventType::NodeDataChanged, "/keep"));
+        assert_eq!(
+            next(&mut w).await,
+            WatchedEvent::new(EventType::NodeDataChanged, "/keep")
+        );
     }
-    assert_eq!(within(oneshot.changed()).await.event_type, EventType::NodeDataChanged);
+    assert_eq!(
+        within(oneshot.changed()).await.event_type,
+        EventType::NodeDataChanged
+    );
     drop((c, other));
     server.stop().await;
 }

@@ -29,7 +29,9 @@ where
     F: Fn(String, Kind) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let server = Server::start(ServerConfig::ephemeral()).await.expect("zkit server");
+    let server = Server::start(ServerConfig::ephemeral())
+        .await
+        .expect("zkit server");
     body(server.addr().to_string(), Kind::Zkit).await;
     server.stop().await;
     if let Some(apache) = zkit_testkit::apache_zk() {
@@ -51,7 +53,10 @@ pub async fn connect(addr: &str) -> Client {
 /// A fresh root for one test on a shared server, created; returns its path.
 pub async fn root(client: &Client, name: &str) -> String {
     let path = zkit_testkit::unique_path(name);
-    client.create(&path, b"", &PERSISTENT).await.expect("create root");
+    client
+        .create(&path, b"", &PERSISTENT)
+        .await
+        .expect("create root");
     path
 }
 
@@ -64,7 +69,10 @@ pub async fn within<F: Future>(fut: F) -> F::Output {
 pub async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -73,10 +81,14 @@ pub async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 /// word `wchc`; Apache's lists only its data-watch table, zkit's also child watches).
 pub async fn server_watches(addr: &str, session: i64) -> Vec<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect for wchc");
+    let mut tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect for wchc");
     tcp.write_all(b"wchc").await.expect("wchc");
     let mut out = String::new();
-    within(tcp.read_to_string(&mut out)).await.expect("read wchc");
+    within(tcp.read_to_string(&mut out))
+        .await
+        .expect("read wchc");
     let me = format!("0x{session:x}");
     let mut paths = Vec::new();
     let mut mine = false;
@@ -129,7 +141,10 @@ where
 {
     let deadline = tokio::time::Instant::now() + WAIT;
     while !cond().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
