@@ -695,7 +695,10 @@ impl Task {
             if readonly && rw_probe.is_none() {
                 deadline = deadline.min(next_rw_probe);
             }
-            if sleep.deadline() != deadline {
+            // Activity only moves the deadline later: let the timer fire at the old one and
+            // re-arm then (the checks below are against the real clocks), instead of touching
+            // the timer wheel on every frame.
+            if deadline < sleep.deadline() || sleep.is_elapsed() {
                 sleep.as_mut().reset(deadline);
             }
             let accept = self.closing.is_none();

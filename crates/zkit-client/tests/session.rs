@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use common::{
-    connect, eventually, on_both, on_both_with, ready_now, root, short_tick, within, EPHEMERAL,
-    PERSISTENT,
+    connect, eventually, on_both, on_both_with, ready_now, root, short_tick, within, Kind,
+    EPHEMERAL, PERSISTENT,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -76,6 +76,29 @@ async fn reattach_with_id_and_password() {
         drop(second);
         let observer = connect(&addr).await;
         eventually("the ephemeral to go", || gone(&observer, &node)).await;
+    })
+    .await;
+}
+
+/// The server clamps the requested timeout to its bounds (both test servers tick every 500 ms:
+/// at least 1 s; at most 10 s on zkit, 40 s on Apache as scripts/apache-zk sets it) and the
+/// client uses what it granted.
+#[tokio::test]
+async fn the_session_timeout_is_negotiated() {
+    on_both_with(short_tick(), |addr, kind| async move {
+        let max = if kind == Kind::Zkit { 10_000 } else { 40_000 };
+        for (asked, granted) in [(100, 1000), (3000, 3000), (60_000, max)] {
+            let c = Client::connector()
+                .with_session_timeout(Duration::from_millis(asked))
+                .connect(&addr)
+                .await
+                .unwrap();
+            assert_eq!(
+                c.session_timeout(),
+                Duration::from_millis(granted),
+                "asked {asked}"
+            );
+        }
     })
     .await;
 }
@@ -397,7 +420,12 @@ async fn the_session_moves_to_another_host() {
         let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let dead = closed.local_addr().unwrap();
         drop(closed);
-        let cluster = format!("{dead},{},{}", a.connect_string(), b.connect_string());
+        // One host by name: names are resolved on each attempt.
+        let cluster = format!(
+            "{dead},{},localhost:{}",
+            a.connect_string(),
+            b.addr().port()
+        );
         let c = within(
             Client::connector()
                 .with_session_timeout(Duration::from_secs(10))
