@@ -23,8 +23,8 @@ pub enum Error {
     /// SystemError (-1).
     #[error("system error")]
     SystemError,
-    /// RuntimeInconsistency (-2): a multi op after the failing one, or a failed
-    /// [`crate::CheckWriter`]-style condition.
+    /// RuntimeInconsistency (-2): what a multi answers for the operations after the failing
+    /// one.
     #[error("runtime condition mismatch")]
     RuntimeInconsistent,
     /// DataInconsistency (-3).
