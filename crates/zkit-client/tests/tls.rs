@@ -1,0 +1,289 @@
+//! TLS against Apache ZooKeeper 3.8's `secureClientPort` (Netty, PEM key and trust stores,
+//! client certificates required), with certificates made by the `openssl` CLI in a temp dir.
+//! Runs where the Apache-side tests run (`ZKIT_APACHE_ZK` set), on a private TLS server.
+#![cfg(feature = "tls")]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{within, PERSISTENT};
+use tempfile::TempDir;
+use zkit_client::{Client, Error, TlsOptions};
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let status = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run openssl");
+    assert!(status.success(), "openssl {args:?}");
+}
+
+/// A CA, and `name`'s key and certificate signed by it (`name.key`, `name.crt`), with
+/// `san` as subjectAltName.
+fn issue(dir: &Path, ca: &str, name: &str, san: &str) {
+    openssl(
+        dir,
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            &format!("{name}.key"),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            &format!("{name}.key"),
+            "-subj",
+            &format!("/CN={name}"),
+            "-out",
+            &format!("{name}.csr"),
+        ],
+    );
+    std::fs::write(
+        dir.join(format!("{name}.ext")),
+        format!("subjectAltName={san}\n"),
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.crt"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+            "-out",
+            &format!("{name}.crt"),
+        ],
+    );
+}
+
+fn make_ca(dir: &Path, ca: &str) {
+    openssl(
+        dir,
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            &format!("{ca}.key"),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            &format!("{ca}.key"),
+            "-subj",
+            &format!("/CN={ca}"),
+            "-days",
+            "2",
+            "-out",
+            &format!("{ca}.crt"),
+        ],
+    );
+}
+
+fn read(dir: &Path, file: &str) -> String {
+    std::fs::read_to_string(dir.join(file)).unwrap()
+}
+
+struct TlsZooKeeper {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for TlsZooKeeper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Apache ZooKeeper with only a TLS port, requiring client certificates.
+fn start_tls_zookeeper(dir: &Path) -> TlsZooKeeper {
+    let port = free_port();
+    // ZooKeeper's PEM key store: the private key and the certificate in one file.
+    std::fs::write(
+        dir.join("server.pem"),
+        read(dir, "server.key") + &read(dir, "server.crt"),
+    )
+    .unwrap();
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let cfg = format!(
+        "tickTime=500\ndataDir={}\nsecureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
+         admin.enableServer=false\n4lw.commands.whitelist=*\n\
+         serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+         ssl.keyStore.location={d}/server.pem\nssl.keyStore.type=PEM\n\
+         ssl.trustStore.location={d}/ca.crt\nssl.trustStore.type=PEM\nssl.clientAuth=need\n",
+        data.display(),
+        d = dir.display()
+    );
+    std::fs::write(dir.join("zoo.cfg"), cfg).unwrap();
+    let log = std::fs::File::create(dir.join("zk.log")).unwrap();
+    // ZooKeeper, jute and Netty (the TLS server is Netty's), as Debian installs them.
+    let classpath = zkit_testkit::curator_classpath().expect("ZooKeeper jars in /usr/share/java");
+    let child = Command::new("java")
+        .args([
+            "-Xmx256m",
+            "-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            &classpath,
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+        ])
+        .arg(dir.join("zoo.cfg"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start java");
+    TlsZooKeeper { child, port }
+}
+
+fn options(dir: &Path, client: &str) -> TlsOptions {
+    TlsOptions::new()
+        .with_pem_ca_certs(&read(dir, "ca.crt"))
+        .unwrap()
+        .with_pem_identity(
+            &read(dir, &format!("{client}.crt")),
+            &read(dir, &format!("{client}.key")),
+        )
+        .unwrap()
+}
+
+async fn tls_connect(options: TlsOptions, cluster: &str) -> zkit_client::Result<Client> {
+    Client::connector()
+        .with_tls(options)
+        .with_fail_eagerly()
+        .with_session_timeout(Duration::from_secs(10))
+        .secure_connect(cluster)
+        .await
+}
+
+#[tokio::test]
+async fn tls_against_apache_secure_client_port() {
+    if zkit_testkit::apache_zk().is_none() {
+        return;
+    }
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    make_ca(d, "ca");
+    issue(d, "ca", "server", "DNS:localhost,IP:127.0.0.1");
+    issue(d, "ca", "client", "DNS:client");
+    make_ca(d, "rogue");
+    issue(d, "rogue", "intruder", "DNS:client");
+    let zk = start_tls_zookeeper(d);
+    let cluster = format!("127.0.0.1:{}", zk.port);
+
+    // Up once a TLS session works (the JVM takes a few seconds).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let client = loop {
+        match tls_connect(options(d, "client"), &cluster).await {
+            Ok(client) => break client,
+            Err(e) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "TLS ZooKeeper not up: {e}; {}",
+                    read(d, "zk.log")
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let (stat, _) = within(client.create("/tls", b"secret", &PERSISTENT))
+        .await
+        .unwrap();
+    assert_eq!(
+        client.get_data("/tls").await.unwrap(),
+        (b"secret".to_vec(), stat)
+    );
+    let (_, _, watcher) = client.get_and_watch_data("/tls").await.unwrap();
+    client.set_data("/tls", b"2", None).await.unwrap();
+    assert_eq!(within(watcher.changed()).await.path, "/tls");
+    let users = client.list_auth_users().await.unwrap();
+    assert!(users.iter().any(|u| u.scheme() == "x509"), "{users:?}");
+
+    // By name: the certificate is for localhost.
+    let by_name = tls_connect(options(d, "client"), &format!("localhost:{}", zk.port))
+        .await
+        .unwrap();
+    by_name.sync("/").await.unwrap();
+    // A name the certificate is not for: refused, unless verification is off.
+    let wrong = options(d, "client").with_server_name("zookeeper.invalid");
+    assert_eq!(
+        tls_connect(wrong.clone(), &cluster).await.err(),
+        Some(Error::NoHosts)
+    );
+    tls_connect(wrong.with_no_hostname_verification(), &cluster)
+        .await
+        .unwrap()
+        .sync("/")
+        .await
+        .unwrap();
+    // A server signed by a CA we do not trust: refused.
+    let untrusting = TlsOptions::new()
+        .with_pem_ca_certs(&read(d, "rogue.crt"))
+        .unwrap();
+    assert_eq!(
+        tls_connect(untrusting, &cluster).await.err(),
+        Some(Error::NoHosts)
+    );
+    // The server requires a client certificate from its CA.
+    let anonymous = TlsOptions::new()
+        .with_pem_ca_certs(&read(d, "ca.crt"))
+        .unwrap();
+    assert!(tls_connect(anonymous, &cluster).await.is_err());
+    assert!(tls_connect(options(d, "intruder"), &cluster).await.is_err());
+    // A plain connection to the TLS port does not get a session.
+    let plain = Client::connector()
+        .with_fail_eagerly()
+        .connect(&cluster)
+        .await;
+    assert!(plain.is_err());
+    // Bad PEM is refused up front.
+    assert!(TlsOptions::new().with_pem_ca_certs("not pem").is_err());
+    assert!(TlsOptions::new()
+        .with_pem_identity(&read(d, "client.crt"), "no key")
+        .is_err());
+    assert!(matches!(
+        Client::connector().secure_connect(&cluster).await,
+        Err(Error::BadArguments(_))
+    ));
+    drop(zk);
+}
