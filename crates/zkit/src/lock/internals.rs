@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{decide_with, early_watch, holds_when_gone, Decision, Rule};
 use crate::error::{Error, Result};
@@ -480,7 +480,7 @@ async fn wait_for_predecessor(
     // and our old node, alive): each request below takes one for its own duration.
     let (watcher, early_stat) = {
         let client = c.session.client();
-        // Both watches leave back to back (zookeeper-client sends at call time).
+        // Both watches leave back to back (zkit-client sends at call time).
         let predecessor_watch = client.check_and_watch_stat(&join(c.parent, &predecessor));
         let early_watch_request = early
             .as_ref()
@@ -790,7 +790,7 @@ fn send_delete(session: &Session, path: &str, parent: &str, uuid: &str) {
         tracing::warn!(%path, "no tokio runtime: lock node left to its session");
         return;
     };
-    // zookeeper-client sends the request at call time; the returned future only waits for the
+    // zkit-client sends the request at call time; the returned future only waits for the
     // reply, so it may be awaited elsewhere.
     let reply = session.client().delete(path, None);
     let session = session.clone();
