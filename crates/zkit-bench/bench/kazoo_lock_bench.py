@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""The kazoo side of `zkit bench lock --compare`: acquire+release cycles of kazoo's Lock with N
+"""The kazoo side of `zkit-bench lock-compare`: acquire+release cycles of kazoo's Lock with N
 clients, each its own KazooClient (so its own ZooKeeper session, and its own connection thread),
 for S seconds, printing cycles/s and p50/p99 acquire latency per client count.
 
 Usage: kazoo_lock_bench.py CONNECT BASE_PATH CLIENTS(1,4,16) SECONDS
 
-Output, one line per client count (parsed by `zkit bench lock --compare`):
+Output, one line per client count (parsed by `zkit-bench lock-compare`):
 
     RESULT clients=4 cycles=3012 seconds=5.002 p50_us=1203 p99_us=5120
 

@@ -1,4 +1,4 @@
-// The Curator side of `zkit bench lock --compare`: acquire+release cycles of Apache Curator's
+// The Curator side of `zkit-bench lock-compare`: acquire+release cycles of Apache Curator's
 // InterProcessMutex with N clients, each its own CuratorFramework (so its own ZooKeeper
 // session), for S seconds, printing cycles/s and p50/p99 acquire latency per client count.
 //
@@ -8,7 +8,7 @@
 //
 //   java -cp CLASSPATH CuratorLockBench CONNECT BASE_PATH CLIENTS(1,4,16) SECONDS
 //
-// Output, one line per client count (parsed by zkit bench lock --compare):
+// Output, one line per client count (parsed by zkit-bench lock-compare):
 //
 //   RESULT clients=4 cycles=5123 seconds=5.001 p50_us=701 p99_us=2890
 //
