@@ -209,10 +209,17 @@ impl Zk {
     pub async fn node(&self, path: &str) -> zkit::Result<Option<NodeView>> {
         let client = self.session.client();
         let mut notes = Vec::new();
-        // getACL needs no permission and always gives the stat.
+        // getACL needs READ or ADMIN (ZOOKEEPER-1392); the stat then comes from exists.
         let (acl, stat) = match client.get_acl(path).await {
             Ok(a) => a,
             Err(zk::Error::NoNode) => return Ok(None),
+            Err(zk::Error::NoAuth) => {
+                notes.push("acl: not authorized (needs READ or ADMIN)".into());
+                match client.check_stat(path).await? {
+                    Some(stat) => (Vec::new(), stat),
+                    None => return Ok(None),
+                }
+            }
             Err(e) => return Err(e.into()),
         };
         let (children, data) = futures::join!(client.list_children(path), client.get_data(path));
