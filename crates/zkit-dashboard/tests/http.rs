@@ -376,13 +376,11 @@ async fn the_collector_shows_lock_holders_waiters_elections_and_queues() {
                 Ok(())
             }
         };
-        let mut last = String::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
-            match check(&*dash.snapshot().await) {
-                Ok(()) => break,
-                Err(e) => last = e,
-            }
+            let Err(last) = check(&*dash.snapshot().await) else {
+                break;
+            };
             assert!(tokio::time::Instant::now() < deadline, "{zk}: {last}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -194,3 +194,60 @@ where
 pub fn sid(id: i64) -> String {
     format!("{:#x}", id as u64)
 }
+
+/// Debian's Chromium and its WebDriver, when installed.
+pub struct ChromiumPaths {
+    /// `/usr/bin/chromium`.
+    pub chromium: std::path::PathBuf,
+    /// `/usr/bin/chromedriver`.
+    pub driver: std::path::PathBuf,
+}
+
+/// Chromium and chromedriver, or `None` after a `SKIP` line.
+///
+/// # Panics
+/// When they are missing and `CI` is set: CI installs them, and a skip there would hide it.
+#[track_caller]
+pub fn chromium() -> Option<ChromiumPaths> {
+    let chromium = std::path::PathBuf::from("/usr/bin/chromium");
+    let driver = std::path::PathBuf::from("/usr/bin/chromedriver");
+    if chromium.is_file() && driver.is_file() {
+        return Some(ChromiumPaths { chromium, driver });
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("chromium and chromedriver are not installed but CI is set (apt-get install chromium chromium-driver)");
+    }
+    eprintln!("SKIP browser: /usr/bin/chromium or /usr/bin/chromedriver not installed");
+    None
+}
+
+/// The flags every headless Chromium here gets (the machine's closed network refuses
+/// background connections; no sandbox as root), plus `--user-data-dir`.
+pub fn chromium_flags(user_data_dir: &std::path::Path) -> Vec<String> {
+    [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!("--user-data-dir={}", user_data_dir.display())])
+    .collect()
+}
+
+/// Where to save screenshots: `ZKIT_DASHBOARD_SCREENSHOTS` (a directory; the docs use
+/// `docs/dashboard`), or nowhere.
+pub fn save_screenshot(name: &str, png: &[u8]) {
+    if let Some(dir) = std::env::var_os("ZKIT_DASHBOARD_SCREENSHOTS") {
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        std::fs::write(dir.join(name), png).expect("write screenshot");
+    }
+}

@@ -1,0 +1,146 @@
+//! The acceptance check, automated: `chromium --headless --dump-dom http://127.0.0.1:A/` of a
+//! real `zkit serve --admin-port A` process, while a real `zkit lock` process holds a lock,
+//! shows a root child, the lock's path, and the sessions (the holder's among them), all
+//! rendered on the server: `--dump-dom` prints the DOM at load, before any update arrives.
+//!
+//! Needs the `zkit` binary (built by a workspace test run, or `cargo build -p zkit-cli`).
+//! Skips with a `SKIP` line without Chromium; fails under `CI`.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{chromium, chromium_flags, eventually, http, session, sid};
+use zkit_testkit::process::zkit_command;
+use zkit_testkit::ChildGuard;
+
+/// Runs `zkit serve --port 0 --admin-port 0 --in-memory`; returns it with its client and
+/// admin addresses (from its first two stdout lines).
+fn serve() -> (ChildGuard, String, SocketAddr) {
+    let mut guard = ChildGuard::spawn(
+        zkit_command()
+            .args(["serve", "--port", "0", "--admin-port", "0", "--in-memory"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn zkit serve");
+    let stdout = guard.child_mut().stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let mut client = None;
+    let mut admin = None;
+    while client.is_none() || admin.is_none() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("zkit serve prints its addresses");
+        if let Some(a) = line.strip_prefix("zkit serve listening on ") {
+            client = Some(a.trim().to_string());
+        }
+        if let Some(a) = line.strip_prefix("zkit serve admin endpoint on http://") {
+            admin = Some(
+                a.trim()
+                    .trim_end_matches('/')
+                    .parse()
+                    .expect("admin address"),
+            );
+        }
+    }
+    (guard, client.expect("client"), admin.expect("admin"))
+}
+
+#[tokio::test]
+async fn dump_dom_of_zkit_serve_shows_root_child_lock_and_sessions() {
+    let Some(paths) = chromium() else { return };
+    let (_server, addr, admin) = serve();
+    let lock = zkit_testkit::unique_path("dump-dom-lock");
+    let _locker = ChildGuard::spawn(
+        zkit_command()
+            .args(["lock", "-s", &addr, &lock, "--", "sleep", "120"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn zkit lock");
+
+    // Wait until `zkit lock` holds (its node exists), and learn its session from the node.
+    let observer = session(&addr).await;
+    let client = observer.client();
+    eventually("zkit lock holds the lock", Duration::from_secs(20), || {
+        let (c, p) = (client.clone(), lock.clone());
+        async move { c.list_children(&p).await.is_ok_and(|v| v.len() == 1) }
+    })
+    .await;
+    let node = client.list_children(&lock).await.expect("children")[0].clone();
+    let holder = client
+        .check_stat(&format!("{lock}/{node}"))
+        .await
+        .expect("stat")
+        .expect("the lock node")
+        .ephemeral_owner;
+    // The dashboard starts once the server is up; until then the admin endpoint says 503.
+    eventually(
+        "the dashboard is mounted",
+        Duration::from_secs(20),
+        || async move { http(admin, "GET", "/api/me", &[], None).await.status == 200 },
+    )
+    .await;
+
+    let profile = tempfile::tempdir().expect("profile dir");
+    let out = tokio::task::spawn_blocking({
+        let chromium = paths.chromium.clone();
+        let flags = chromium_flags(profile.path());
+        move || {
+            Command::new(chromium)
+                .args(flags)
+                .arg("--dump-dom")
+                .arg(format!("http://{admin}/"))
+                .stderr(Stdio::null())
+                .output()
+        }
+    });
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("chromium exits within 60 s")
+        .expect("join")
+        .expect("chromium runs");
+    assert!(out.status.success(), "chromium failed: {:?}", out.status);
+    let dom = String::from_utf8_lossy(&out.stdout);
+
+    // A root child (the lock's parent is one), linked to the tree browser.
+    assert!(
+        dom.contains(&format!("<a href=\"/tree?path={lock}\">{lock}</a>")),
+        "no root child {lock} in the DOM:\n{dom}"
+    );
+    // The lock, with its holder's session.
+    assert!(
+        dom.contains(&format!("<tr class=\"lock\" data-path=\"{lock}\">")),
+        "the lock row is missing:\n{dom}"
+    );
+    let lock_row = dom
+        .split(&format!("<tr class=\"lock\" data-path=\"{lock}\">"))
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .expect("lock row");
+    assert!(
+        lock_row.contains(&sid(holder)),
+        "holder {} not in {lock_row}",
+        sid(holder)
+    );
+    // The sessions: the holder's (owning its lock node) and the observer's.
+    let sessions = dom
+        .split("id=\"sec-sessions\"")
+        .nth(1)
+        .and_then(|s| s.split("</section>").next())
+        .expect("sessions section");
+    assert!(sessions.contains(&format!("data-session=\"{}\"", sid(holder))));
+    assert!(sessions.contains(&format!("{lock}/{node}")), "{sessions}");
+    assert!(sessions.contains(&format!("data-session=\"{}\"", sid(observer.session_id()))));
+}
