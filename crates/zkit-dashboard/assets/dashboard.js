@@ -21,6 +21,7 @@
   const page = document.body.dataset.page;
   let me = { user: null, csrf: null };
   let lastEvent = null;
+  let chartPoints = []; // oldest first
 
   // ---- sign-in state ------------------------------------------------------------------
   async function api(method, url, body) {
@@ -87,7 +88,13 @@
     }
     const live = $('#live');
     if (live) { live.textContent = 'live #' + ev.seq; live.className = 'live on'; }
-    if (page === 'Charts') drawCharts(ev);
+    if (page === 'Charts') {
+      if (ev.point && !chartPoints.some((p) => p.t === ev.point.t)) {
+        chartPoints.push(ev.point);
+        while (chartPoints.length > 300) chartPoints.shift();
+      }
+      drawCharts({ history: chartPoints, metrics_source: ev.metrics_source });
+    }
     if (page === 'Tree') refreshTreeSoon();
   }
 
@@ -217,7 +224,7 @@
 
   async function select(path) {
     selected = path;
-    history.replaceState(null, '', '/tree?path=' + encodeURIComponent(path));
+    window.history.replaceState(null, '', '/tree?path=' + encodeURIComponent(path));
     const box = $('#node');
     box.textContent = '';
     try {
@@ -402,7 +409,13 @@
     try { me = await api('GET', '/api/me'); } catch (_) { me = { user: null }; }
     renderMe();
     if (page === 'Tree') { renderSignin(); startTree(); }
-    if (page === 'Charts') drawCharts({ history: [], metrics_source: 'prometheus' });
+    if (page === 'Charts') {
+      try {
+        const h = await api('GET', '/api/history');
+        chartPoints = h.history || [];
+        drawCharts(h);
+      } catch (_) { drawCharts({ history: [], metrics_source: 'prometheus' }); }
+    }
     connect();
   }
   start();

@@ -195,6 +195,12 @@ pub struct Collector {
     pub own_sessions: std::sync::Mutex<BTreeSet<i64>>,
 }
 
+impl Default for Collector {
+    fn default() -> Self {
+        Collector::new()
+    }
+}
+
 impl Collector {
     /// A collector with an empty snapshot.
     pub fn new() -> Collector {

@@ -6,6 +6,7 @@
 //! | `GET /assets/dashboard.js`, `/assets/dashboard.css` | built into the binary |
 //! | `GET /events` | server-sent events: one `snapshot` event per collection (rendered sections + chart points) |
 //! | `GET /api/snapshot` | the same event, once, as JSON |
+//! | `GET /api/history` | the chart points of the last minutes (events carry only the newest) |
 //! | `GET /api/node?path=P` | one node: children, data (base64), stat, ACL; read as the signed-in identity |
 //! | `GET /api/me` | who is signed in, and the CSRF token of this browser's dashboard session |
 //! | `POST /api/login` | `{"user","password"}`: opens a ZooKeeper session with digest `user:password` |
@@ -243,7 +244,9 @@ pub fn event_json(s: &Snapshot) -> String {
             "recipes": render::recipes(s),
             "watches": render::watches(s),
         },
-        "history": s.history,
+        // The newest chart point only: a page gets the whole history once (`/api/history`)
+        // and appends, so an event stays small.
+        "point": s.history.last(),
         "metrics_source": s.metrics_source,
     })
     .to_string()
@@ -385,6 +388,13 @@ impl Web {
                 r.headers_mut()
                     .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
                 r
+            }
+            "/api/history" => {
+                let s = self.snapshot().await;
+                json_response(
+                    StatusCode::OK,
+                    &json!({ "history": s.history, "metrics_source": s.metrics_source }),
+                )
             }
             "/api/me" => match self.user(&req) {
                 Some((name, _, csrf)) => {

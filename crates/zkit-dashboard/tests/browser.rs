@@ -88,15 +88,10 @@ async fn start_browser(paths: &common::ChromiumPaths) -> (Driver, Client) {
     (driver, client)
 }
 
+/// The text of the element `css`, once it exists. The live sections are replaced on every
+/// event, so an element found may be gone a moment later: [`wait_text`] retries.
 async fn text_of(c: &Client, css: &str) -> String {
-    c.wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .text()
-        .await
-        .expect("text")
+    wait_text(c, css, "").await
 }
 
 /// Waits until the element `css` contains `needle` (the page updates itself).
@@ -161,6 +156,15 @@ async fn dashboard_in_chromium() {
     // 1. The home page shows the holder (session, token) and the waiter.
     let lock = zkit_testkit::unique_path("browser-lock");
     let (a, b, guard) = holder_and_waiter(&zk_addr, &lock).await;
+    // An election and a queue beside it, for the overview (and its screenshot).
+    let app = zkit_testkit::unique_path("browser-app");
+    let latch =
+        zkit::election::LeaderLatch::start(&b, &format!("{app}/leader"), "b").expect("latch");
+    latch.await_leadership_for(WAIT).await.expect("b leads");
+    let queue = zkit::queue::Queue::new(&a, &format!("{app}/jobs")).expect("queue");
+    for job in [b"j1", b"j2"] {
+        queue.offer(job).await.expect("offer");
+    }
     c.goto(&d.url("/")).await.expect("home");
     let row_css = format!("tr.lock[data-path=\"{lock}\"]");
     let row = wait_text(&c, &row_css, &sid(b.session_id())).await;
@@ -169,6 +173,8 @@ async fn dashboard_in_chromium() {
         row.contains(&format!("token {}", guard.fencing_token())),
         "{row}"
     );
+    wait_text(&c, "tr.election", &sid(b.session_id())).await;
+    wait_text(&c, "tr.queue", &format!("{app}/jobs")).await;
     let holder = text_of(&c, &format!("{row_css} .holder")).await;
     assert!(
         holder.contains(&sid(a.session_id())),
@@ -290,14 +296,16 @@ async fn dashboard_in_chromium() {
 
     // 6. Charts: some reads and writes, then per-op lines drawn in the page.
     c.goto(&d.url("/charts")).await.expect("charts");
+    // Reads and writes until the page has drawn them (bounded by the waits below).
+    let stop_load = tokio_util::sync::CancellationToken::new();
     let load = {
         let client = a.client();
         let base = zkit_testkit::unique_path("browser-load");
+        let stop = stop_load.clone();
         tokio::spawn(async move {
             client.create(&base, b"", &open()).await.expect("create");
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
             let mut i = 0u32;
-            while tokio::time::Instant::now() < deadline {
+            while !stop.is_cancelled() && i < 200_000 {
                 let _ = client.get_data(&base).await;
                 if i % 4 == 0 {
                     let _ = client.set_data(&base, &i.to_be_bytes(), None).await;
@@ -312,11 +320,14 @@ async fn dashboard_in_chromium() {
         .for_element(Locator::Css("#charts path.series"))
         .await
         .expect("a chart line");
-    let load_base = load.await.expect("load ran");
     wait_text(&c, "#charts", "getData").await;
+    wait_text(&c, "#charts", "setData").await;
+    stop_load.cancel();
+    let load_base = load.await.expect("load ran");
     save_screenshot("charts.png", &c.screenshot().await.expect("screenshot"));
 
     drop(guard);
+    latch.close().await;
     for p in [&live, &created, &load_base] {
         let _ = a.client().delete(p, None).await;
     }

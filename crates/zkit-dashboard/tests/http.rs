@@ -545,3 +545,83 @@ async fn zkit_serve_admin_endpoint_mounts_the_dashboard() {
     dash.close();
     server.stop().await;
 }
+
+/// A 2PC transaction waiting for votes is shown in flight, with its participants and no votes;
+/// once a participant votes no and the coordinator decides, it is in doubt (P2 never acks).
+#[tokio::test]
+async fn the_collector_shows_transactions_in_flight_then_in_doubt() {
+    let (addrs, _server) = targets().await;
+    for zk in addrs {
+        let root = zkit_testkit::unique_path("dash-txn");
+        let mut config = zkit_dashboard::DashboardConfig::new(&zk);
+        config.interval = Duration::from_millis(250);
+        config.roots = vec![root.clone()];
+        let d = common::dashboard_with(config).await;
+        let s = session(&zk).await;
+        let options = zkit::txn::TxnOptions {
+            root: root.clone(),
+            vote_timeout: Duration::from_secs(30),
+            ..zkit::txn::TxnOptions::default()
+        };
+        let coordinator = zkit::txn::Coordinator::new(&s, options).expect("coordinator");
+        let txn = coordinator.begin(&["P1", "P2"], b"payload").expect("begin");
+        let txid = txn.txid().to_string();
+        let commit = tokio::spawn(txn.commit());
+        let dash = d.dashboard.clone();
+        let phase_is = |want: &'static str| {
+            let (dash, txid) = (dash.clone(), txid.clone());
+            async move {
+                let s = dash.snapshot().await;
+                s.overview
+                    .transactions
+                    .iter()
+                    .flat_map(|t| &t.txns)
+                    .any(|t| {
+                        t.txid == txid
+                            && t.phase == want
+                            && t.votes.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>()
+                                == ["P1", "P2"]
+                    })
+            }
+        };
+        eventually(
+            "the transaction is in flight",
+            Duration::from_secs(10),
+            || phase_is("in flight"),
+        )
+        .await;
+        // P1 votes no (as a participant would): the coordinator decides abort; nobody acks.
+        let layout = zkit::txn::layout::Layout::new(&root).expect("layout");
+        s.client()
+            .create(
+                &layout.vote(&txid, "P1"),
+                b"no: disk full",
+                &zkit::zookeeper_client::CreateMode::Persistent
+                    .with_acls(zkit::zookeeper_client::Acls::anyone_all()),
+            )
+            .await
+            .expect("vote");
+        eventually(
+            "the transaction is in doubt",
+            Duration::from_secs(10),
+            || phase_is("in doubt"),
+        )
+        .await;
+        let shown = d.dashboard.snapshot().await;
+        let row = shown
+            .overview
+            .transactions
+            .iter()
+            .flat_map(|t| &t.txns)
+            .find(|t| t.txid == txid)
+            .expect("txn");
+        assert!(
+            row.decision.as_deref().unwrap_or("").starts_with("abort"),
+            "{row:?}"
+        );
+        assert_eq!(row.unacked, vec!["P1", "P2"]);
+        commit.abort();
+        coordinator.stop();
+        delete_tree(&s, &root).await;
+    }
+}

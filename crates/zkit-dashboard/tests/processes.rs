@@ -1,9 +1,11 @@
-//! The acceptance check, automated: `chromium --headless --dump-dom http://127.0.0.1:A/` of a
+//! Real processes. First the acceptance check, automated: `chromium --headless --dump-dom http://127.0.0.1:A/` of a
 //! real `zkit serve --admin-port A` process, while a real `zkit lock` process holds a lock,
 //! shows a root child, the lock's path, and the sessions (the holder's among them). The same
 //! three are checked in the page as the server sends it (a plain HTTP GET, no script ran), so
 //! they do not depend on the page's live updates. (`--dump-dom` prints nothing with script
 //! disabled, hence the separate check.)
+//!
+//! Then `zkit ui --server` as a process, showing another server's lock over HTTP.
 //!
 //! Needs the `zkit` binary (built by a workspace test run, or `cargo build -p zkit-cli`).
 //! Skips with a `SKIP` line without Chromium; fails under `CI`.
@@ -161,4 +163,82 @@ fn check(dom: &str, lock: &str, node: &str, holder: i64, observer: i64) {
     assert!(sessions.contains(&format!("data-session=\"{}\"", sid(holder))));
     assert!(sessions.contains(&format!("{lock}/{node}")), "{sessions}");
     assert!(sessions.contains(&format!("data-session=\"{}\"", sid(observer))));
+}
+
+/// `zkit ui --server ZK --port 0` (a separate process) shows the lock a `zkit lock` process
+/// holds on another server, and stops on SIGTERM.
+#[tokio::test]
+async fn zkit_ui_process_shows_another_servers_lock() {
+    let (_server, addr, _admin) = serve();
+    let lock = zkit_testkit::unique_path("ui-lock");
+    let _locker = ChildGuard::spawn(
+        zkit_command()
+            .args(["lock", "-s", &addr, &lock, "--", "sleep", "120"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn zkit lock");
+    let mut ui = ChildGuard::spawn(
+        zkit_command()
+            .args([
+                "ui",
+                "--server",
+                &addr,
+                "--port",
+                "0",
+                "--interval",
+                "200ms",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn zkit ui");
+    let stdout = ui.child_mut().stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("zkit ui prints its address");
+    let ui_addr: SocketAddr = line
+        .strip_prefix("zkit ui listening on http://")
+        .and_then(|a| a.trim().trim_end_matches('/').parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+    assert!(ui_addr.ip().is_loopback(), "binds loopback by default");
+    eventually("zkit ui shows the lock", Duration::from_secs(20), || {
+        let lock = lock.clone();
+        async move {
+            let page = http(ui_addr, "GET", "/", &[], None).await;
+            page.status == 200 && page.body.contains(&format!("data-path=\"{lock}\""))
+        }
+    })
+    .await;
+    // SIGTERM: a clean exit.
+    let pid = ui.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::task::spawn_blocking(move || {
+        let mut ui = ui;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = ui.child_mut().try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "zkit ui ignored SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+    .await
+    .expect("join");
+    assert!(status.success(), "{status:?}");
 }
