@@ -121,6 +121,8 @@
   }
 
   async function fillChildren(li, path) {
+    const toggle = li.querySelector(':scope > button.toggle');
+    if (toggle) toggle.textContent = '\u25be';
     let ul = li.querySelector(':scope > ul');
     if (!ul) { ul = el('ul'); li.append(ul); }
     try {
@@ -334,7 +336,7 @@
     // Expand the way to the start node.
     let p = '';
     for (const part of start.split('/').filter(Boolean)) { p += '/' + part; expanded.add(p); }
-    expanded.delete(start);
+    if (start !== '/') expanded.delete(start);
     tree.textContent = '';
     const ul = el('ul', { class: 'tree' });
     ul.append(treeItem('/', '/'));

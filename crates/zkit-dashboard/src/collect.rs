@@ -305,11 +305,15 @@ async fn collect_once(
         })
         .unwrap_or_default();
 
-    let own = collector
-        .own_sessions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let own = {
+        let mut own = collector
+            .own_sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // A lost session is replaced by a new one with a new id.
+        own.insert(zk.session_id());
+        own.clone()
+    };
     let (sessions, sessions_note) = sessions(dump.as_ref(), &cons, &owners, &own);
 
     let mut snapshot = Snapshot {
