@@ -625,3 +625,40 @@ async fn the_collector_shows_transactions_in_flight_then_in_doubt() {
         delete_tree(&s, &root).await;
     }
 }
+
+/// A scan lists at most its node budget and the page says it was cut; a bigger budget sees all.
+#[tokio::test]
+async fn a_scan_cut_at_its_budget_says_so() {
+    let server = zkit_server().await;
+    let zk = server.addr().to_string();
+    let s = session(&zk).await;
+    let open = zkit::zookeeper_client::CreateMode::Persistent
+        .with_acls(zkit::zookeeper_client::Acls::anyone_all());
+    for i in 0..12 {
+        s.client()
+            .create(&format!("/n{i:02}"), b"", &open)
+            .await
+            .expect("create");
+    }
+    let mut small = zkit_dashboard::DashboardConfig::new(&zk);
+    small.node_budget = 5;
+    let d = common::dashboard_with(small).await;
+    let snap = d.dashboard.snapshot().await;
+    assert!(snap.scan.truncated, "{:?}", snap.scan);
+    assert_eq!(snap.scan.listed, 5);
+    let page = http(d.addr, "GET", "/", &[], None).await;
+    assert!(page.body.contains("cut at its budget"), "{}", page.body);
+    // The root's children are listed whatever the budget.
+    assert!(page.body.contains("/n11"));
+
+    let d = common::dashboard(&zk).await;
+    let snap = d.dashboard.snapshot().await;
+    assert!(!snap.scan.truncated, "{:?}", snap.scan);
+    assert_eq!(
+        snap.scan.listed, 13,
+        "/ and its 12 children ({:?})",
+        snap.scan
+    );
+    let page = http(d.addr, "GET", "/", &[], None).await;
+    assert!(!page.body.contains("cut at its budget"));
+}

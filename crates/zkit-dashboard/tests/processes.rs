@@ -242,3 +242,84 @@ async fn zkit_ui_process_shows_another_servers_lock() {
     .expect("join");
     assert!(status.success(), "{status:?}");
 }
+
+/// kazoo (Debian's python3-kazoo): a holder and a waiter on one `Lock`, in two sessions.
+const KAZOO_LOCKS: &str = r#"
+import sys, threading
+from kazoo.client import KazooClient
+
+connect, path = sys.argv[1], sys.argv[2]
+holder = KazooClient(hosts=connect, timeout=10.0)
+waiter = KazooClient(hosts=connect, timeout=10.0)
+holder.start(timeout=30)
+waiter.start(timeout=30)
+held = holder.Lock(path, "holder")
+if not held.acquire(timeout=30):
+    raise SystemExit("kazoo: acquire timed out")
+threading.Thread(target=lambda: waiter.Lock(path, "waiter").acquire(), daemon=True).start()
+print("%d %d" % (holder.client_id[0], waiter.client_id[0]), flush=True)
+sys.stdin.readline()
+"#;
+
+/// kazoo's lock nodes (`<uuid>__lock__NNNNNNNNNN`) are recognized: the page shows a kazoo
+/// process's holder and waiter with their sessions.
+#[tokio::test]
+async fn kazoo_lock_holder_and_waiter_are_shown() {
+    let python = std::path::Path::new("/usr/bin/python3");
+    if !python.is_file() || !std::path::Path::new("/usr/lib/python3/dist-packages/kazoo").is_dir() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3-kazoo missing under CI"
+        );
+        eprintln!("SKIP kazoo: /usr/bin/python3 with python3-kazoo not found");
+        return;
+    }
+    let server = common::zkit_server().await;
+    let addr = server.addr().to_string();
+    let d = common::dashboard(&addr).await;
+    let lock = zkit_testkit::unique_path("kazoo-lock");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("kazoo_locks.py");
+    std::fs::write(&script, KAZOO_LOCKS).expect("script");
+    let mut kazoo = ChildGuard::spawn(
+        Command::new(python)
+            .arg(&script)
+            .args([&addr, &lock])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .expect("python3 runs");
+    let stdout = kazoo.child_mut().stdout.take().expect("stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    });
+    let line = tokio::time::timeout(Duration::from_secs(30), line)
+        .await
+        .expect("kazoo holds within 30 s")
+        .expect("join")
+        .expect("read");
+    let ids: Vec<i64> = line
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    assert_eq!(ids.len(), 2, "{line:?}");
+    let (holder, waiter) = (ids[0], ids[1]);
+    let dash = d.dashboard.clone();
+    eventually("the kazoo lock is shown", Duration::from_secs(15), || {
+        let (dash, lock) = (dash.clone(), lock.clone());
+        async move {
+            let s = dash.snapshot().await;
+            s.overview.locks.iter().any(|l| {
+                l.path == lock
+                    && l.kind == "kazoo lock"
+                    && l.holders.iter().map(|h| h.session).collect::<Vec<_>>() == vec![Some(holder)]
+                    && l.waiters.iter().map(|w| w.session).collect::<Vec<_>>() == vec![Some(waiter)]
+            })
+        }
+    })
+    .await;
+    let page = http(d.addr, "GET", "/", &[], None).await;
+    assert!(page.body.contains(&sid(holder)) && page.body.contains(&sid(waiter)));
+}
