@@ -121,8 +121,8 @@ impl DashboardConfig {
     }
 }
 
-/// A running dashboard: the collector and the HTTP handler. Cheap to clone; [`Dashboard::close`]
-/// (or dropping the last clone's runtime) stops the collector and closes its sessions.
+/// A running dashboard: the collector and the HTTP handler. Cheap to clone; [`Dashboard::close`],
+/// or dropping the last clone, stops the collector and closes its sessions.
 #[derive(Debug, Clone)]
 pub struct Dashboard {
     web: Arc<web::Web>,

@@ -75,6 +75,15 @@ pub struct Web {
     pub(crate) stop: tokio_util::sync::CancellationToken,
 }
 
+impl Drop for Web {
+    /// The last [`crate::Dashboard`] clone is gone: stop collecting, close every session.
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.close_users();
+        self.zk.close();
+    }
+}
+
 impl std::fmt::Debug for Web {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Web")
