@@ -45,6 +45,8 @@ enum Command {
     Txn(cmd::txn::TxnCommand),
     /// Run a bookie: the replicated ledger's storage server.
     Bookie(cmd::bookie::BookieArgs),
+    /// The web dashboard: status, tree, sessions, locks and the other recipes, live.
+    Ui(cmd::ui::UiArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -99,6 +101,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
         Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
         Command::Bookie(args) => cmd::bookie::run(args).await,
+        Command::Ui(args) => cmd::ui::run(args).await,
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Server(args)) => {
             cmd::bench_server::run(args).await.map(exit_code)

@@ -10,14 +10,21 @@
 //! HTTP/1.1 only, on hyper. Nothing here changes the data tree (the reset and trace-mask
 //! commands touch counters only). It reads the core between pipeline batches, like the
 //! four-letter words.
+//!
+//! Every other path (`/` included) goes to [`crate::ServerConfig::admin_extra`] when one is set
+//! (the CLI mounts the web dashboard there), any method; without one they are 404 (`/` lists
+//! the commands, as before).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -32,6 +39,21 @@ use crate::four_letter::{self, ConnInfo, ConnView, MonitorValue, TreeDigest, Wat
 use crate::metrics::CoreGauges;
 use crate::Error;
 use zkit_core::Stats;
+
+/// The body of an admin response: a whole buffer, or a stream (server-sent events).
+pub type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Serves the admin paths zkit-server does not serve itself (everything but `/metrics`,
+/// `/commands` and `/commands/<name>`), for any method: set it in
+/// [`crate::ServerConfig::admin_extra`]. zkit-server knows nothing of what it serves.
+pub trait AdminHandler: Send + Sync + std::fmt::Debug {
+    /// Answers one request. Called on the admin connection's task; it may take its time
+    /// (a long-lived stream is fine: the connection ends when the server shuts down).
+    fn handle(
+        &self,
+        req: Request<Incoming>,
+    ) -> Pin<Box<dyn Future<Output = Response<AdminBody>> + Send>>;
+}
 
 /// Binds the admin listener; returns it with its real address (port 0 picks one).
 pub(crate) async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), Error> {
@@ -91,16 +113,27 @@ fn json_response(status: StatusCode, value: &Value) -> Response<Full<Bytes>> {
 async fn handle(
     req: Request<Incoming>,
     shared: Arc<Shared>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<AdminBody>, Infallible> {
+    let path = req.uri().path();
+    let own = path == "/metrics"
+        || path.trim_end_matches('/') == "/commands"
+        || path.starts_with("/commands/");
+    if let (false, Some(extra)) = (own, &shared.config.admin_extra) {
+        return Ok(extra.handle(req).await);
+    }
+    Ok(handle_own(req, shared).await.map(BodyExt::boxed_unsync))
+}
+
+async fn handle_own(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return Ok(respond(
+        return respond(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
             "only GET\n".into(),
-        ));
+        );
     }
     let path = req.uri().path().trim_end_matches('/');
-    Ok(match path {
+    match path {
         "/metrics" => match gauges(&shared).await {
             Some(g) => respond(
                 StatusCode::OK,
@@ -120,7 +153,7 @@ async fn handle(
             Some(name) => command(name, req.uri().query(), &shared).await,
             None => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
         },
-    })
+    }
 }
 
 fn unavailable() -> Response<Full<Bytes>> {

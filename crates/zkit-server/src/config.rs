@@ -6,8 +6,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::admin_http::AdminHandler;
 use crate::storage::durable::DurableOptions;
 pub use crate::storage::wal::FsyncMode;
 use crate::storage::wal::WalOptions;
@@ -46,6 +48,9 @@ pub struct ServerConfig {
     pub limits: crate::limits::Limits,
     /// Where the HTTP admin endpoint (`/metrics`, `/commands/<name>`) listens; `None` = off.
     pub admin_listen: Option<SocketAddr>,
+    /// Serves every other path of the admin endpoint (`/` included), e.g. the web dashboard;
+    /// `None` (the default): those paths are 404.
+    pub admin_extra: Option<Arc<dyn AdminHandler>>,
     /// `dataDir`: where the WAL and snapshots live (locked while the server runs). `None` (the
     /// default, and what [`ServerConfig::ephemeral`] gives tests) keeps state in memory only.
     pub data_dir: Option<PathBuf>,
@@ -74,6 +79,7 @@ impl Default for ServerConfig {
             super_digest: None,
             limits: crate::limits::Limits::default(),
             admin_listen: None,
+            admin_extra: None,
             data_dir: None,
             fsync: FsyncMode::Always,
             snap_count: crate::storage::snapshotter::DEFAULT_SNAP_COUNT,

@@ -28,7 +28,8 @@
 //! - `metrics`: counters shared by connections, the pipeline and the four-letter words, and
 //!   their Prometheus rendering.
 //! - [`limits`]: connections per client IP, requests in flight per connection.
-//! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`).
+//! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`), and
+//!   the [`AdminHandler`] hook that serves its other paths (the dashboard).
 //! - [`zoo_cfg`]: reads `zoo.cfg` (and its TOML form) into a [`ServerConfig`].
 //! - [`storage`]: where txns become durable before replies leave: in memory, or with a data
 //!   dir a write-ahead log with group commit, background snapshots and crash recovery.
@@ -50,6 +51,7 @@ pub mod storage;
 
 pub mod zoo_cfg;
 
+pub use admin_http::{AdminBody, AdminHandler};
 pub use config::{FourLetterWhitelist, FsyncMode, ServerConfig};
 pub use limits::Limits;
 pub use server::Server;

@@ -15,3 +15,4 @@ pub mod node;
 pub mod proc;
 pub mod serve;
 pub mod txn;
+pub mod ui;

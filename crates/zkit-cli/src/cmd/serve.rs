@@ -52,8 +52,9 @@ pub struct ServeArgs {
     /// every ACL.
     #[arg(long, env = "ZKIT_SUPER_DIGEST")]
     pub super_digest: Option<String>,
-    /// admin.serverPort: serve `/metrics` (Prometheus) and `/commands/<name>` over HTTP on this
-    /// port (same address as the client port); off by default.
+    /// admin.serverPort: serve the web dashboard at `/`, `/metrics` (Prometheus) and
+    /// `/commands/<name>` over HTTP on this port (same address as the client port); off by
+    /// default.
     #[arg(long)]
     pub admin_port: Option<u16>,
     /// The log filter (`info`, `zkit_server=debug`, …) [default: RUST_LOG, else info]; the
@@ -184,7 +185,12 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         }
     }
 
-    let config = server_config(&args, file);
+    let mut config = server_config(&args, file);
+    // The web dashboard at `/` of the admin endpoint; it connects once the client port is known.
+    let dashboard = config.admin_listen.map(|_| super::ui::mount());
+    if let Some(mount) = &dashboard {
+        config.admin_extra = Some(std::sync::Arc::new(mount.clone()));
+    }
     let server = Server::start(config)
         .await
         .context("cannot start the server")?;
@@ -192,6 +198,9 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     println!("zkit serve listening on {}", server.addr());
     if let Some(admin) = server.config().admin_listen {
         println!("zkit serve admin endpoint on http://{admin}/");
+        if let Some(mount) = dashboard {
+            super::ui::start_mounted(mount, server.addr(), admin);
+        }
     }
 
     let reload_log_level = async {
