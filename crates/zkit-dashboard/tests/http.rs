@@ -293,8 +293,13 @@ async fn acls_apply_to_the_signed_in_identity_and_set_checks_the_version() {
 async fn the_collector_shows_lock_holders_waiters_elections_and_queues() {
     let (addrs, _server) = targets().await;
     for zk in addrs {
-        let d = dashboard(&zk).await;
         let root = zkit_testkit::unique_path("dash-recipes");
+        // Scoped to this test's root: the shared Apache server holds every other test's nodes,
+        // and a scan of `/` may be cut at its budget before it reaches this one.
+        let mut config = zkit_dashboard::DashboardConfig::new(&zk);
+        config.interval = Duration::from_millis(250);
+        config.roots = vec![root.clone()];
+        let d = common::dashboard_with(config).await;
         let lock_path = format!("{root}/lock");
         let (a, b, c) = (session(&zk).await, session(&zk).await, session(&zk).await);
         let held = Mutex::new(&a, &lock_path).lock().await.expect("lock");
