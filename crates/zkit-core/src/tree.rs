@@ -6,8 +6,8 @@
 //! crash recovery. Watches are not this module's business: the caller fires them.
 //!
 //! # Representation
-//! Sized for millions of nodes (issue 8: a 1,000,000-node tree in a quarter of Apache's RSS)
-//! and for snapshots that do not stop writes (issue 3):
+//! Sized for millions of nodes (a 1,000,000-node tree in a quarter of Apache's RSS)
+//! and for snapshots that do not stop writes:
 //! - every node is one shared [`record`] (stat, ACL id, path, data in one allocation) in an
 //!   arena indexed by a `u32` node id; freed ids are reused;
 //! - a path index (a hash table of ids, hashed by the path stored in the record itself, so

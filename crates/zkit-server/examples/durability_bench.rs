@@ -1,4 +1,4 @@
-//! The figures of issue 3's benchmark, end to end through the server with a data dir:
+//! The durability benchmark's figures, end to end through the server with a data dir:
 //!
 //! 1. this machine's fdatasync rate (100-byte appends to a pre-allocated file);
 //! 2. write throughput with 64 concurrent sessions, fsync on, each setting its own nodes in a

@@ -1,4 +1,4 @@
-//! The library's error type and its three-way classification (seed 003): *recoverable* errors
+//! The library's error type and its three-way classification: *recoverable* errors
 //! (the operation may be retried as is), *state* errors (the tree is not in the state the caller
 //! assumed; retrying the same call gives the same answer) and *unrecoverable* errors (the session
 //! or the client is gone; only a new session helps).

@@ -1,7 +1,7 @@
 //! zkit: Curator-grade coordination recipes on ZooKeeper, on the `zookeeper-client` crate.
 //!
 //! # Layout
-//! - [`error`]: [`Error`], classified as recoverable / state / unrecoverable (seed 003).
+//! - [`error`]: [`Error`], classified as recoverable / state / unrecoverable.
 //! - [`session`]: [`Session`], the resilient session layer: Curator connection states
 //!   ([`SessionState`]: Connected, Suspended, Reconnected, Lost, Closed) and automatic
 //!   replacement of a lost ZooKeeper session (a new [`SessionEvent::generation`]).

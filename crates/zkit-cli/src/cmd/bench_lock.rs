@@ -7,7 +7,7 @@
 //! on: its default durable mode), then measures zkit-on-zkit, zkit-on-Apache, Curator's
 //! `InterProcessMutex` on Apache (a Java program compiled here with javac against Debian's
 //! libcurator-recipes-java) and kazoo's `Lock` on Apache (python3-kazoo), and prints one table
-//! with the ratios and whether issue 4's targets hold (zkit-on-Apache >= 1.5 x Curator, and
+//! with the ratios and whether the lock targets hold (zkit-on-Apache >= 1.5 x Curator, and
 //! zkit-on-zkit >= 3 x Curator-on-Apache). The Java and Python programs live in
 //! `crates/zkit-cli/bench/` and are embedded in the binary.
 //!

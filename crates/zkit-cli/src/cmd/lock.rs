@@ -43,7 +43,7 @@ pub struct LockArgs {
     /// Give up (exit 75) if the lock is not acquired within this time (default: wait forever).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub timeout: Option<Duration>,
-    /// Use a TTL lease lock (seed 002): the lock ends after this long even if zkit dies; CMD is
+    /// Use a TTL lease lock: the lock ends after this long even if zkit dies; CMD is
     /// stopped when it ends. Needs a server with TTL nodes enabled.
     #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "shared")]
     pub lease: Option<Duration>,

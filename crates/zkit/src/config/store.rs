@@ -1,6 +1,6 @@
 //! [`ConfigStore`]: reads and writes configuration values, one znode per key under a prefix.
 //!
-//! The seed's `ActiveKeyValueStore.write` checks `exists` and then creates or sets, which races
+//! The classic key-value store write checks `exists` and then creates or sets, which races
 //! with a concurrent writer (both see "absent", one create fails). Here a write is a single
 //! idempotent upsert: create, and on `NodeExists` set. Every operation is retried on connection
 //! loss with the store's [`RetryPolicy`]; all of them are idempotent, so a retry after an
@@ -163,7 +163,7 @@ impl ConfigStore {
     }
 
     /// Writes `value` at `key`, creating the node and its parents if needed: create, and on
-    /// `NodeExists` set (the seed's race-free upsert). Returns the node's new version.
+    /// `NodeExists` set (a race-free upsert). Returns the node's new version.
     ///
     /// # Errors
     /// Non-recoverable ZooKeeper errors (e.g. [`Error::NoAuth`], [`Error::NoChildrenForEphemerals`]),
@@ -196,7 +196,7 @@ impl ConfigStore {
         .await
     }
 
-    /// Reads `key` and leaves a one-shot watch on it (the seed's `read(path, watcher)`): the
+    /// Reads `key` and leaves a one-shot watch on it (the classic `read(path, watcher)`): the
     /// watcher fires on the next change or deletion, or on creation when the key did not exist.
     /// For a stream of every change use [`crate::config::ConfigWatcher`] instead: between the
     /// firing of a one-shot watch and the next read, intermediate values are skipped.

@@ -10,8 +10,8 @@
 //! - [`ReadWriteLock`]: Curator's `InterProcessReadWriteLock` (`__READ__` / `__WRIT__`).
 //! - [`Semaphore`]: Curator's `InterProcessSemaphoreV2` layout (`locks/`, `leases/`).
 //! - [`RevocableMutex`]: a mutex whose holder can be asked to release (`__REVOKE__` data).
-//! - [`LeaseLock`]: TTL nodes (seed 002): survives without a session, bounded wait and hold.
-//! - [`SimpleLock`]: one fixed node (seed 003 §4.2); NodeExists means taken.
+//! - [`LeaseLock`]: TTL nodes: survives without a session, bounded wait and hold.
+//! - [`SimpleLock`]: one fixed node; NodeExists means taken.
 //!
 //! **Kazoo** (each claim below is exercised by `tests/kazoo_interop.rs` on both servers): kazoo's
 //! `Lock` names its nodes `<uuid-hex>__lock__NNNNNNNNNN` and counts as contenders only children
