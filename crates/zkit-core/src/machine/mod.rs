@@ -23,8 +23,6 @@ mod snapshot;
 mod watches;
 mod writes;
 
-use writes::WriteKind;
-
 use std::collections::BTreeMap;
 
 use zkit_proto::{ErrorCode, ReplyHeader, Request, Response};
@@ -233,7 +231,7 @@ impl Core {
         if err != ErrorCode::Unimplemented
             && zkit_proto::OpCode::from_i32(op).is_some_and(zkit_proto::OpCode::is_write)
         {
-            return self.write(now, conn, xid, session, WriteKind::Delete, |_| Err(err));
+            return self.failed_write(now, conn, xid, session, err);
         }
         if err == ErrorCode::Unimplemented {
             let header = ReplyHeader {

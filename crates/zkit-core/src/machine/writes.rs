@@ -14,9 +14,10 @@ use crate::conn::ConnId;
 use crate::prep::{CreateOp, Overlay};
 use crate::{Core, Txn, TxnOp};
 
-/// The kind of a write request, to shape its reply.
+/// The reply shape of a write that succeeds (a failed write has none: see
+/// `Core::failed_write`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum WriteKind {
+enum WriteKind {
     Create,
     Create2,
     Delete,
@@ -41,8 +42,8 @@ fn multi_create_kind(flags: i32, ttl: i64) -> CreateOp {
 }
 
 impl Core {
-    /// Preps with `f`; logs and applies the txn (or an error txn: failed writes consume a
-    /// zxid in Apache); returns the outcome of the op or the error.
+    /// Preps with `f`; logs and applies the txn it yields, or, when prep fails, the error txn
+    /// of a failed write. Returns the outcome of the op or the error code.
     fn prep_commit(
         &mut self,
         now: i64,
@@ -51,29 +52,53 @@ impl Core {
         f: impl FnOnce(&mut Overlay<'_>) -> Result<TxnOp, ErrorCode>,
     ) -> Result<OpOutcome, i32> {
         let auth = self.auth_info(conn);
-        let prepped = f(&mut Overlay::new(&self.tree, session, &auth));
-        let zxid = self.next_zxid();
-        let op = match &prepped {
-            Ok(op) => op.clone(),
-            Err(e) => TxnOp::Error { err: *e as i32 },
+        let op = match f(&mut Overlay::new(&self.tree, session, &auth)) {
+            Ok(op) => op,
+            Err(e) => {
+                self.commit_failed(now, session, e);
+                return Err(e as i32);
+            }
         };
         let mut outcomes = self.commit(Txn {
-            zxid,
+            zxid: self.next_zxid(),
             session,
             time: now,
             op,
         });
-        match prepped {
-            Err(e) => Err(e as i32),
-            Ok(_) => match outcomes.pop() {
-                Some(o) if o.err == 0 => Ok(o),
-                Some(o) => Err(o.err),
-                None => Err(ErrorCode::SystemError as i32),
-            },
+        match outcomes.pop() {
+            Some(o) if o.err == 0 => Ok(o),
+            Some(o) => Err(o.err),
+            None => Err(ErrorCode::SystemError as i32),
         }
     }
 
-    pub(super) fn write(
+    /// Logs the error txn of a failed write (Apache's `ErrorTxn`): it consumes a zxid and
+    /// changes nothing else.
+    fn commit_failed(&mut self, now: i64, session: i64, err: ErrorCode) {
+        self.commit(Txn {
+            zxid: self.next_zxid(),
+            session,
+            time: now,
+            op: TxnOp::Error { err: err as i32 },
+        });
+    }
+
+    /// A write that fails whatever it asks for (reconfig on a standalone server, a client's
+    /// deleteContainer, a write whose body did not decode): its error txn, then the error
+    /// reply. It has no `WriteKind`: there is no successful reply to shape.
+    pub(super) fn failed_write(
+        &mut self,
+        now: i64,
+        conn: ConnId,
+        xid: i32,
+        session: i64,
+        err: ErrorCode,
+    ) {
+        self.commit_failed(now, session, err);
+        self.reply_err(conn, xid, err);
+    }
+
+    fn write(
         &mut self,
         now: i64,
         conn: ConnId,
@@ -156,9 +181,7 @@ impl Core {
     /// so the "path" always holds NUL bytes: BadArguments, as a failed write. Only the reaper
     /// really deletes containers.
     pub(super) fn delete_container(&mut self, now: i64, conn: ConnId, xid: i32, session: i64) {
-        self.write(now, conn, xid, session, WriteKind::Delete, |_| {
-            Err(ErrorCode::BadArguments)
-        });
+        self.failed_write(now, conn, xid, session, ErrorCode::BadArguments);
     }
 
     /// setData (5).
@@ -209,9 +232,7 @@ impl Core {
     /// reconfig (16). Standalone 3.8 has reconfigEnabled false → ReconfigDisabled, as a failed
     /// write (it consumes a zxid, like every failed write in Apache).
     pub(super) fn reconfig(&mut self, now: i64, conn: ConnId, xid: i32, session: i64) {
-        self.write(now, conn, xid, session, WriteKind::SetData, |_| {
-            Err(ErrorCode::ReconfigDisabled)
-        });
+        self.failed_write(now, conn, xid, session, ErrorCode::ReconfigDisabled);
     }
 
     /// multi (14): every sub-op prepped against the overlay first; all or nothing; one zxid.
@@ -251,14 +272,8 @@ impl Core {
                 }
             }
         }
-        let zxid = self.next_zxid();
         let results = if let Some((at, e)) = failed {
-            self.commit(Txn {
-                zxid,
-                session,
-                time: now,
-                op: TxnOp::Error { err: e as i32 },
-            });
+            self.commit_failed(now, session, e);
             (0..ops.len())
                 .map(|i| MultiResult::Error {
                     err: match i.cmp(&at) {
@@ -270,7 +285,7 @@ impl Core {
                 .collect()
         } else {
             let outcomes = self.commit(Txn {
-                zxid,
+                zxid: self.next_zxid(),
                 session,
                 time: now,
                 op: TxnOp::Multi(txn_ops),
