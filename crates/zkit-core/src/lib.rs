@@ -85,6 +85,11 @@ pub struct Config {
     /// `zookeeper.DigestAuthenticationProvider.superDigest`: a digest id (`user:base64hash`,
     /// see [`acl::digest_id`]); a connection authenticating as it bypasses every ACL.
     pub super_digest: Option<String>,
+    /// Seed of the data tree's path hash (foldhash). The core is deterministic for a given
+    /// seed, so tests and replays can fix it; a server draws it at random, as it draws session
+    /// passwords, so that clients cannot choose paths that collide in the index (with a seed
+    /// they know, a flood of crafted names would make every lookup a long probe).
+    pub hash_seed: u64,
 }
 
 impl Default for Config {
@@ -97,6 +102,7 @@ impl Default for Config {
             container_check_interval_ms: 60_000,
             server_id: 0,
             super_digest: None,
+            hash_seed: 0,
         }
     }
 }

@@ -23,7 +23,7 @@
 //! them to their parents after reading all of them. Everything read is validated; a bad
 //! snapshot is an error, never a panic.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use bytes::BytesMut;
@@ -161,15 +161,19 @@ pub(crate) struct Image {
 
 /// Reads what [`SnapshotCapture::write_to`] wrote. Everything is validated; a bad snapshot is
 /// an error, never a panic.
-pub(crate) fn read(extended_types: bool, bytes: &[u8]) -> Result<Image, RestoreError> {
+pub(crate) fn read(
+    extended_types: bool,
+    hash_seed: u64,
+    bytes: &[u8],
+) -> Result<Image, RestoreError> {
     let mut r = Reader::new(bytes);
     if r.read_bytes(4)? != MAGIC || r.read_i32()? != VERSION {
         return Err(RestoreError::BadHeader);
     }
     let last_zxid = r.read_i64()?;
-    let mut tree = DataTree::empty(extended_types);
+    let mut tree = DataTree::empty(extended_types, hash_seed);
     let acls = r.read_i32()?;
-    let mut acl_ids = HashMap::new();
+    let mut acl_ids = BTreeMap::new();
     for _ in 0..acls.max(0) {
         let id = r.read_i32()? as u32;
         let list = r.read_vec()?;

@@ -112,7 +112,8 @@ impl ServerConfig {
             .unwrap_or_default()
     }
 
-    /// The settings the state machine needs.
+    /// The settings the state machine needs. The path-hash seed is drawn at random, as the
+    /// session passwords are: the core is deterministic for a seed, the server's seed is secret.
     pub(crate) fn core_config(&self) -> zkit_core::Config {
         let ms32 = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
         zkit_core::Config {
@@ -123,6 +124,7 @@ impl ServerConfig {
             container_check_interval_ms: millis(self.container_check_interval),
             server_id: 0,
             super_digest: self.super_digest.clone(),
+            hash_seed: rand::random(),
         }
     }
 

@@ -37,7 +37,7 @@ use crate::{Config, Core, Outbound, Ready, Stats};
 impl Core {
     /// A fresh server state at `now` (ms since epoch; seeds session-id generation).
     pub fn new(config: Config, now: i64) -> Core {
-        let tree = DataTree::new(config.extended_types);
+        let tree = DataTree::with_hash_seed(config.extended_types, config.hash_seed);
         Core::with_tree(config, now, tree)
     }
 

@@ -42,7 +42,7 @@ impl Core {
     /// # Errors
     /// [`RestoreError`] for anything that is not a consistent snapshot; never panics.
     pub fn restore(config: Config, now: i64, bytes: &[u8]) -> Result<Core, RestoreError> {
-        let image = snapshot::read(config.extended_types, bytes)?;
+        let image = snapshot::read(config.extended_types, config.hash_seed, bytes)?;
         let mut core = Core::with_tree(config, now, image.tree);
         core.last_zxid = image.last_zxid;
         core.sessions = image.sessions;
