@@ -39,12 +39,14 @@
 //!   (containers and TTL nodes), `apply` (the one apply path and watch firing) and `snapshot`
 //!   (capture, restore, dump). `machine/mod.rs` holds [`Core::handle`], a dispatch on the
 //!   request type, and the helpers every file uses (replies, the live session).
+//! - [`digest`]: Apache's tree digest (`DigestCalculator`), as the `hash` word reports it.
 //! - this file: the public types ([`Core`], [`Config`], [`Outbound`], [`Ready`], [`Stats`]).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod acl;
 mod conn;
+pub mod digest;
 mod machine;
 pub mod path;
 mod prep;

@@ -371,7 +371,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
                 json!([{
                     "zxid": d.zxid,
                     "digest": d.digest,
-                    "digest_version": four_letter::DIGEST_VERSION,
+                    "digest_version": zkit_core::digest::DIGEST_VERSION,
                 }]),
             );
         }
