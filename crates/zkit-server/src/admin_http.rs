@@ -27,10 +27,10 @@ use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
-use crate::connection::Shared;
+use crate::error::Error;
 use crate::four_letter::{self, ConnInfo, ConnView, MonitorValue, TreeDigest, WatchView};
 use crate::metrics::CoreGauges;
-use crate::Error;
+use crate::shared::Shared;
 use zkit_core::Stats;
 
 /// Binds the admin listener; returns it with its real address (port 0 picks one).

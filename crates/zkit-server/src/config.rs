@@ -142,23 +142,25 @@ impl ServerConfig {
     }
 
     /// Checks the settings are usable.
-    pub(crate) fn validate(&self) -> Result<(), crate::Error> {
+    pub(crate) fn validate(&self) -> Result<(), crate::error::Error> {
         if self.tick_time.is_zero() {
-            return Err(crate::Error::Config("tick time must be positive".into()));
+            return Err(crate::error::Error::Config(
+                "tick time must be positive".into(),
+            ));
         }
         if self.container_check_interval.is_zero() {
-            return Err(crate::Error::Config(
+            return Err(crate::error::Error::Config(
                 "container check interval must be positive".into(),
             ));
         }
         let (min, max) = self.session_timeout_bounds_ms();
         if min > max {
-            return Err(crate::Error::Config(format!(
+            return Err(crate::error::Error::Config(format!(
                 "minimum session timeout {min} ms exceeds maximum {max} ms"
             )));
         }
         if self.max_frame < 8 {
-            return Err(crate::Error::Config(
+            return Err(crate::error::Error::Config(
                 "max frame must hold a request header".into(),
             ));
         }

@@ -24,18 +24,15 @@ use std::sync::atomic::Ordering::Relaxed;
 use tokio::sync::oneshot;
 use zkit_core::{ConnId, Core, Stats};
 
-use crate::connection::Shared;
 use crate::metrics::ConnMetrics;
-use crate::pipeline::{Inspection, ToCore};
+use crate::shared::Shared;
+use crate::to_core::{Inspection, ToCore};
 
 /// The version reported as `Zookeeper version:` / `zk_version`: the ZooKeeper protocol level
 /// zkit speaks, tagged with zkit's own version.
 pub(crate) fn version() -> String {
     format!("3.8.0-zkit-{}, built on unknown", env!("CARGO_PKG_VERSION"))
 }
-
-/// `ZooTrace`'s default trace mask (`gtmk` on a fresh 3.8 server answers 306).
-pub(crate) const DEFAULT_TRACE_MASK: i64 = 306;
 
 /// Apache's `ZK_NOT_SERVING` line.
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";

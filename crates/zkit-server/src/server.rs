@@ -11,11 +11,13 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 use zkit_core::ConnId;
 
-use crate::connection::{self, Shared};
+use crate::config::ServerConfig;
+use crate::connection;
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::pipeline::{now_ms, Pipeline};
+use crate::shared::Shared;
 use crate::storage::{MemoryStorage, Storage, WalStorage};
-use crate::{Error, ServerConfig};
 
 /// Requests queued for the pipeline before readers wait (back-pressure on fast clients).
 const PIPELINE_QUEUE: usize = 8192;
