@@ -1,137 +1,19 @@
-//! Four-letter words (`echo srvr | nc host 2181`) in Apache ZooKeeper's output formats, so
-//! monitoring scripts written for ZooKeeper work unchanged. Formats follow ZooKeeper 3.8's
-//! `StatCommand`, `MonitorCommand`, `ConsCommand`, `DumpCommand`, `ConfCommand`, `EnvCommand`
-//! and `DigestCommand`; words outside the whitelist get ZooKeeper's `<cmd> is not executed
-//! because it is not in the whitelist.` line. The AdminServer (`admin_http`) reuses the values
-//! computed here, so text and JSON always agree.
-//!
-//! All of ZooKeeper 3.8's words: conf, cons, crst, dirs, dump, envi, gtmk, hash, isro, mntr,
-//! ruok, srst, srvr, stat, stmk, wchc, wchp, wchs. Where zkit differs from Apache:
-//! - `hash` prints the digest of the tree as it is now (one `zxid: digest` line, computed on
-//!   demand with Apache's `DigestCalculator`); Apache prints its history of digests taken every
-//!   128 txns, which zkit does not keep.
-//! - `cons`: a handshake is not a request to zkit's counters, so a new session shows `lop=NA`
-//!   until its first request (Apache: `SESS`), and `lresp` is wall-clock ms since the epoch
-//!   (Apache: its monotonic clock).
-//! - `gtmk`/`stmk` keep the trace mask, which zkit's tracing does not consult; `dirs` reports
-//!   the data directory's size for both directories (zkit keeps log and snapshots together).
-//!
-//! Nothing here changes the data tree; core state is read between pipeline batches.
+//! What each four-letter word (and the matching admin command) reports, gathered from the
+//! core (between pipeline batches, through [`super::inspect`]), the metrics and the process:
+//! connections and their sessions, watches, the tree digest, `mntr`'s values, the
+//! environment. `format` turns them into Apache's text; `admin_http` into JSON.
 
-use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
-use tokio::sync::oneshot;
 use zkit_core::{ConnId, Core, Stats};
 
 use crate::metrics::ConnMetrics;
 use crate::shared::Shared;
-use crate::to_core::{Inspection, ToCore};
 
 /// The version reported as `Zookeeper version:` / `zk_version`: the ZooKeeper protocol level
 /// zkit speaks, tagged with zkit's own version.
 pub(crate) fn version() -> String {
     format!("3.8.0-zkit-{}, built on unknown", env!("CARGO_PKG_VERSION"))
-}
-
-/// Apache's `ZK_NOT_SERVING` line.
-const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
-
-/// The reply to `word` (one of ZooKeeper's four-letter words). `arg` is the 8-byte argument
-/// that follows `stmk` (the new trace mask); ignored by the other words.
-pub(crate) async fn answer(word: &str, arg: Option<i64>, shared: &Shared) -> String {
-    // Apache counts a four-letter word as one packet received (the connection did that) and
-    // one sent, before it runs the command: `srvr` after `srst` shows `Received: 1, Sent: 1`.
-    shared.metrics.packets_sent.fetch_add(1, Relaxed);
-    if !shared.config.four_letter_words.allows(word) {
-        return format!("{word} is not executed because it is not in the whitelist.\n");
-    }
-    match word {
-        "ruok" => "imok".to_string(),
-        "gtmk" => shared.metrics.trace_mask.load(Relaxed).to_string(),
-        "stmk" => {
-            if let Some(mask) = arg {
-                shared.metrics.trace_mask.store(mask, Relaxed);
-            }
-            shared.metrics.trace_mask.load(Relaxed).to_string()
-        }
-        "crst" => {
-            shared.metrics.reset_connections();
-            "Connection stats reset.\n".to_string()
-        }
-        "hash" => match inspect(shared, TreeDigest::of).await {
-            // `DigestCommand`: `Long.toHexString(zxid) + ": " + digest`.
-            Some(d) => format!("{:x}: {}\n", d.zxid, d.digest),
-            None => NOT_SERVING.to_string(),
-        },
-        "cons" => cons(
-            shared,
-            &inspect(shared, ConnView::of).await.unwrap_or_default(),
-        ),
-        "wchc" | "wchp" | "wchs" | "dump" => {
-            let Some(view) = inspect(shared, WatchView::of).await else {
-                return NOT_SERVING.to_string();
-            };
-            match word {
-                "wchc" => view.by_session(),
-                "wchp" => view.by_path(),
-                "wchs" => {
-                    let summary = view.summary();
-                    format!(
-                        "{} connections watching {} paths\nTotal watches:{}\n",
-                        summary.connections, summary.paths, summary.watches
-                    )
-                }
-                _ => dump(shared, &view),
-            }
-        }
-        "isro" => "rw".to_string(),
-        "srst" => {
-            shared.metrics.reset();
-            "Server stats reset.\n".to_string()
-        }
-        "conf" => conf(shared),
-        "envi" => {
-            let mut s = String::from("Environment:\n");
-            for (k, v) in environment() {
-                let _ = writeln!(s, "{k}={v}");
-            }
-            s
-        }
-        "dirs" => {
-            // zkit keeps log and snapshots in one directory: both sizes are its size.
-            let size = data_dir_size(shared);
-            format!("datadir_size: {size}\nlogdir_size: {size}\n")
-        }
-        "srvr" | "stat" | "mntr" => {
-            let Some(stats) = core_stats(shared).await else {
-                return NOT_SERVING.to_string();
-            };
-            match word {
-                "srvr" => server_stats(shared, &stats, false),
-                "stat" => server_stats(shared, &stats, true),
-                _ => {
-                    let mut s = String::new();
-                    for (k, v) in monitor(shared, &stats) {
-                        let _ = writeln!(s, "zk_{k}\t{v}");
-                    }
-                    s
-                }
-            }
-        }
-        other => format!("{other} is not a four-letter word zkit knows.\n"),
-    }
-}
-
-/// Java's `Double.toString` for the latency averages Apache rounds to 4 places
-/// (`AvgMinMaxCounter.getAvg`): `0.0`, `2.5`, `2.9091`.
-pub(crate) fn java_double(value: f64) -> String {
-    let rounded = (value * 10_000.0).round() / 10_000.0;
-    if rounded.fract() == 0.0 && rounded.abs() < 1e7 {
-        format!("{rounded:.1}")
-    } else {
-        format!("{rounded}")
-    }
 }
 
 /// The digest of the tree at the last applied zxid (`hash`).
@@ -148,24 +30,6 @@ impl TreeDigest {
             digest: zkit_core::digest::tree_digest(core.tree()),
         }
     }
-}
-
-/// Runs `f` on the core between two pipeline batches; `None` if the pipeline has stopped.
-pub(crate) async fn inspect<T: Send + 'static>(
-    shared: &Shared,
-    f: impl FnOnce(&Core) -> T + Send + 'static,
-) -> Option<T> {
-    let (reply, rx) = oneshot::channel();
-    let job = Box::new(move |core: &Core| {
-        // The asker may have gone; nothing to do then.
-        let _ = reply.send(f(core));
-    });
-    shared
-        .to_core
-        .send(ToCore::Inspect(Inspection(job)))
-        .await
-        .ok()?;
-    rx.await.ok()
 }
 
 /// Which session each connection carries.
@@ -265,32 +129,6 @@ impl WatchView {
             paths: paths.len(),
             watches: self.watches.len(),
         }
-    }
-
-    /// `wchc`: `0x<session>` then a tab-indented line per path; a blank line after each.
-    fn by_session(&self) -> String {
-        let mut s = String::new();
-        for (sid, paths) in self.session_paths() {
-            let _ = writeln!(s, "{sid:#x}");
-            for p in paths {
-                let _ = writeln!(s, "\t{p}");
-            }
-        }
-        s.push('\n');
-        s
-    }
-
-    /// `wchp`: the path, then a tab-indented `0x<session>` line per watcher.
-    fn by_path(&self) -> String {
-        let mut s = String::new();
-        for (path, sids) in self.path_sessions() {
-            let _ = writeln!(s, "{path}");
-            for sid in sids {
-                let _ = writeln!(s, "\t{sid:#x}");
-            }
-        }
-        s.push('\n');
-        s
     }
 }
 
@@ -405,47 +243,6 @@ impl ConnInfo {
             .map(|(conn, c)| ConnInfo::of(&c, view.sessions.get(&conn).copied()))
             .collect()
     }
-
-    /// The line `stat` (brief) or `cons` (full) prints, without the newline.
-    fn line(&self, brief: bool) -> String {
-        let mut s = format!(
-            " /{}[{}](queued={},recved={},sent={}",
-            self.peer, self.interest_ops, self.queued, self.received, self.sent
-        );
-        if let (false, Some(x)) = (brief, &self.session) {
-            let _ = write!(
-                s,
-                ",sid={:#x},lop={},est={},to={}",
-                x.id, x.last_op, x.established_ms, x.timeout
-            );
-            if x.last_cxid >= 0 {
-                let _ = write!(s, ",lcxid={:#x}", x.last_cxid);
-            }
-            // `Long.toHexString`: -1 (nothing answered yet) prints as ffffffffffffffff.
-            let _ = write!(
-                s,
-                ",lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
-                x.last_zxid,
-                x.last_response_ms,
-                x.last_latency,
-                x.min_latency,
-                x.avg_latency,
-                x.max_latency
-            );
-        }
-        s.push(')');
-        s
-    }
-}
-
-/// `cons`: one line per connection (`ServerCnxn.dumpConnectionInfo`), then a blank line.
-fn cons(shared: &Shared, view: &ConnView) -> String {
-    let mut s = String::new();
-    for info in ConnInfo::all(shared, view) {
-        let _ = writeln!(s, "{}", info.line(false));
-    }
-    s.push('\n');
-    s
 }
 
 /// Sessions grouped by expiry deadline (ms), earliest first, as `dump` and the admin `dump`
@@ -459,130 +256,6 @@ pub(crate) fn sessions_by_expiry(view: &WatchView) -> std::collections::BTreeMap
     buckets
 }
 
-/// `dump`: sessions by expiry, ephemerals by session, connections by expiry (Apache's
-/// `SessionTrackerImpl.dumpSessions`, `DataTree.dumpEphemerals`, `dumpConnections`).
-fn dump(shared: &Shared, view: &WatchView) -> String {
-    let buckets = sessions_by_expiry(view);
-    let mut s = String::from("SessionTracker dump:\n");
-    let _ = writeln!(
-        s,
-        "Session Sets ({})/({}):",
-        buckets.len(),
-        view.sessions.len()
-    );
-    for (at, sids) in &buckets {
-        let _ = writeln!(s, "{} expire at {}:", sids.len(), java_date(*at));
-        for sid in sids {
-            let _ = writeln!(s, "\t{sid:#x}");
-        }
-    }
-    s.push_str("ephemeral nodes dump:\n");
-    let _ = writeln!(s, "Sessions with Ephemerals ({}):", view.ephemerals.len());
-    for (sid, paths) in &view.ephemerals {
-        let _ = writeln!(s, "{sid:#x}:");
-        for p in paths {
-            let _ = writeln!(s, "\t{p}");
-        }
-    }
-    // Connections expire with their session; one without a session when its handshake
-    // deadline (`sessionless_timeout` after accept) passes, like Apache's sessionless
-    // connection expiry.
-    s.push_str("Connections dump:\n");
-    let deadlines: std::collections::BTreeMap<i64, Option<i64>> =
-        view.sessions.iter().copied().collect();
-    let sessionless_ms = i64::try_from(shared.config.sessionless_timeout.as_millis()).unwrap_or(0);
-    let mut conns: std::collections::BTreeMap<i64, Vec<(std::net::SocketAddr, i64)>> =
-        Default::default();
-    let total = shared.metrics.connections_by_id().len();
-    for (conn, c) in shared.metrics.connections_by_id() {
-        let sid = view.conn_sessions.get(&conn).copied().unwrap_or(0);
-        let at = match deadlines.get(&sid) {
-            Some(deadline) => deadline.unwrap_or(0),
-            None => c
-                .established
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
-                .saturating_add(sessionless_ms),
-        };
-        conns.entry(at).or_default().push((c.peer, sid));
-    }
-    let _ = writeln!(s, "Connections Sets ({})/({}):", conns.len(), total);
-    for (at, members) in &conns {
-        let _ = writeln!(s, "{} expire at {}:", members.len(), java_date(*at));
-        for (peer, sid) in members {
-            let _ = writeln!(s, "\tip: /{peer} sessionId: {sid:#x}");
-        }
-    }
-    s
-}
-
-/// `java.util.Date.toString()` in UTC: `Sun Nov 29 23:52:24 UTC 2026`.
-pub(crate) fn java_date(ms: i64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{} {} {day:02} {:02}:{:02}:{:02} UTC {year}",
-        DAYS[days.rem_euclid(7) as usize],
-        MONTHS[(month - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-pub(crate) async fn core_stats(shared: &Shared) -> Option<Stats> {
-    let (reply, rx) = oneshot::channel();
-    shared.to_core.send(ToCore::Stats { reply }).await.ok()?;
-    rx.await.ok()
-}
-
-/// `srvr`, and `stat` (which adds the client list).
-fn server_stats(shared: &Shared, stats: &Stats, with_clients: bool) -> String {
-    let m = &shared.metrics;
-    let latency = m.latency();
-    let mut s = format!("Zookeeper version: {}\n", version());
-    if with_clients {
-        s.push_str("Clients:\n");
-        for c in m.connections() {
-            // `stat` needs no core round trip for the brief line: the handshake recorded
-            // whether the connection has a session.
-            let session = (c.session.load(Relaxed) != 0).then_some((0, 0));
-            let _ = writeln!(s, "{}", ConnInfo::of(&c, session).line(true));
-        }
-        s.push('\n');
-    }
-    let _ = write!(
-        s,
-        "Latency min/avg/max: {}/{}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
-         Outstanding: {}\nZxid: {:#x}\nMode: standalone\nNode count: {}\n",
-        latency.min_ms,
-        java_double(latency.avg_ms()),
-        latency.max_ms,
-        m.packets_received.load(Relaxed),
-        m.packets_sent.load(Relaxed),
-        m.connections().len(),
-        m.outstanding.load(Relaxed).max(0),
-        stats.last_zxid,
-        stats.node_count,
-    );
-    s
-}
-
 /// A `mntr` value: printed as text, rendered as a JSON number or string by the admin
 /// `monitor` command.
 #[derive(Debug, Clone)]
@@ -590,16 +263,6 @@ pub(crate) enum MonitorValue {
     Int(i64),
     Float(f64),
     Text(String),
-}
-
-impl std::fmt::Display for MonitorValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            MonitorValue::Int(v) => write!(f, "{v}"),
-            MonitorValue::Float(v) => f.write_str(&java_double(*v)),
-            MonitorValue::Text(v) => f.write_str(v),
-        }
-    }
 }
 
 fn int(v: impl TryInto<i64>) -> MonitorValue {
@@ -714,29 +377,6 @@ fn file_descriptors() -> (Option<u64>, Option<u64>) {
     (open, max)
 }
 
-/// `conf`: the settings in ZooKeeper 3.8's order and key names (`ZooKeeperServer.dumpConf`),
-/// then zkit's extra settings. An in-memory server reports an empty dataDir.
-fn conf(shared: &Shared) -> String {
-    let c = &shared.config;
-    let (min, max) = c.session_timeout_bounds_ms();
-    let dir = c.data_dir_display();
-    let size = data_dir_size(shared);
-    format!(
-        "clientPort={}\nsecureClientPort=-1\ndataDir={dir}\ndataDirSize={size}\n\
-         dataLogDir={dir}\ndataLogSize={size}\ntickTime={}\nmaxClientCnxns={}\n\
-         minSessionTimeout={min}\nmaxSessionTimeout={max}\nclientPortListenBacklog=-1\n\
-         serverId=0\nclientPortAddress={}\nextendedTypesEnabled={}\n\
-         znode.container.checkIntervalMs={}\njute.maxbuffer={}\n",
-        c.listen.port(),
-        c.tick_time.as_millis(),
-        c.limits.max_client_cnxns,
-        c.listen.ip(),
-        c.extended_types,
-        c.container_check_interval.as_millis(),
-        c.max_frame,
-    )
-}
-
 /// Bytes in the data directory and its subdirectories (`dirs`, `conf`); 0 in memory.
 pub(crate) fn data_dir_size(shared: &Shared) -> u64 {
     fn walk(dir: &std::path::Path, depth: u8) -> u64 {
@@ -823,25 +463,4 @@ pub(crate) fn environment() -> Vec<(&'static str, String)> {
         ("os.pid", std::process::id().to_string()),
     ]);
     env
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{java_date, java_double};
-
-    #[test]
-    fn java_double_format() {
-        assert_eq!(java_double(0.0), "0.0");
-        assert_eq!(java_double(2.5), "2.5");
-        assert_eq!(java_double(32.0 / 11.0), "2.9091");
-        assert_eq!(java_double(3.0), "3.0");
-    }
-
-    #[test]
-    fn java_date_format() {
-        // `new java.util.Date(ms).toString()` with TZ=UTC.
-        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
-        assert_eq!(java_date(1_795_996_313_126), "Sun Nov 29 23:51:53 UTC 2026");
-        assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
-    }
 }
