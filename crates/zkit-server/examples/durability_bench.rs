@@ -369,7 +369,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
             core.handle(now, 1, 1, create(format!("/b{p:04}/n{c:04}")));
         }
         let ready = core.ready();
-        storage.persist(&ready.txns).await?;
+        storage.submit(&ready.txns).await?;
     }
     let total = core.tree().len();
     println!(
@@ -428,7 +428,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
             }),
         );
         let ready = core.ready();
-        storage.persist(&ready.txns).await?;
+        storage.submit(&ready.txns).await?;
         concurrent += 1;
     }
     let (bytes, took) = writer.join().map_err(|_| "snapshot writer panicked")??;

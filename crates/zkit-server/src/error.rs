@@ -1,5 +1,7 @@
 //! [`Error`]: why a server could not start or stopped.
 
+use crate::storage::error::StorageError;
+
 /// Errors of starting or running a server.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -14,7 +16,7 @@ pub enum Error {
     },
     /// The storage failed to recover or persist state.
     #[error("storage: {0}")]
-    Storage(#[from] std::io::Error),
+    Storage(#[from] StorageError),
     /// The configuration is inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),

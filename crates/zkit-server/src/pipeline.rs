@@ -29,6 +29,7 @@ use zkit_core::{ConnId, Core, Outbound};
 
 use crate::metrics::Metrics;
 use crate::outbox::{Flushed, OutboxSender};
+use crate::storage::error::StorageError;
 use crate::storage::{Durable, Storage};
 use crate::to_core::{Inspection, ToCore};
 
@@ -333,7 +334,7 @@ impl Pipeline {
     /// connection is closed — clients see a connection loss and reconnect, their sessions
     /// being on disk — and the core is rebuilt from what the storage really has. Only if that
     /// fails does the error stop the server.
-    async fn rebuild_after(&mut self, err: std::io::Error) -> std::io::Result<()> {
+    async fn rebuild_after(&mut self, err: StorageError) -> Result<(), StorageError> {
         error!(
             %err,
             batches = self.in_flight.len(),
@@ -374,7 +375,7 @@ impl Pipeline {
 }
 
 /// The oldest in-flight batch's durability (pending when there is none to wait for).
-async fn front_durable(in_flight: &mut VecDeque<InFlight>) -> std::io::Result<()> {
+async fn front_durable(in_flight: &mut VecDeque<InFlight>) -> Result<(), StorageError> {
     match in_flight.front_mut().and_then(|b| b.durable.as_mut()) {
         Some(durable) => durable.await,
         None => std::future::pending().await,

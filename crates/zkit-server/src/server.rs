@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::pipeline::{now_ms, Pipeline};
 use crate::shared::Shared;
+use crate::storage::error::StorageError;
 use crate::storage::{MemoryStorage, Storage, WalStorage};
 
 /// Requests queued for the pipeline before readers wait (back-pressure on fast clients).
@@ -46,8 +47,8 @@ impl Server {
                 let (dir, opts) = (dir.clone(), config.durable_options());
                 let opened = tokio::task::spawn_blocking(move || WalStorage::open_with(dir, opts))
                     .await
-                    .map_err(std::io::Error::other)?;
-                Box::new(opened.map_err(std::io::Error::from)?)
+                    .map_err(|e| StorageError::task_lost("opening the data dir", e))?;
+                Box::new(opened?)
             }
         };
         Server::start_with_storage(config, storage).await
