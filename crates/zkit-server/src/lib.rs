@@ -40,6 +40,7 @@
 //! The server never panics on client input: a malformed frame or handshake closes that one
 //! connection; a request whose body does not decode gets ZooKeeper's error code. Other sessions
 //! are unaffected.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod admin_http;
