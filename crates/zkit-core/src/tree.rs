@@ -21,7 +21,7 @@
 mod record;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
@@ -32,6 +32,12 @@ use crate::path::{self, CONFIG_PATH, PROC_PATH, QUOTA_PATH};
 
 pub use record::Meta;
 use record::Record;
+
+/// The tree's hasher: foldhash with a fixed seed ([`Config::hash_seed`]), so that the tree
+/// does exactly the same work for the same inputs (no per-process OS randomness in the core).
+///
+/// [`Config::hash_seed`]: crate::Config::hash_seed
+type TreeHasher = foldhash::fast::FixedState;
 
 /// `EphemeralType.CONTAINER_EPHEMERAL_OWNER`: the ephemeralOwner of container nodes.
 pub const CONTAINER_OWNER: i64 = i64::MIN;
@@ -267,10 +273,10 @@ pub struct DataTree {
     free: Vec<u32>,
     /// Path → id, hashed by `hasher` over the path inside the record.
     index: HashTable<u32>,
-    /// Keyed (SipHash) so clients cannot choose colliding paths.
-    hasher: RandomState,
+    /// Seeded by the shell (see [`TreeHasher`]).
+    hasher: TreeHasher,
     /// Parent id → child ids (only parents that have children).
-    children: HashMap<u32, ChildSet>,
+    children: HashMap<u32, ChildSet, TreeHasher>,
     acls: AclTable,
     ephemerals: BTreeMap<i64, BTreeSet<String>>,
     containers: BTreeSet<String>,
@@ -299,7 +305,13 @@ impl DataTree {
     /// Apache's initial stats: all zero, except `/zookeeper/config`, whose ACL is
     /// world:anyone READ set with version -1 (ZOOKEEPER-2014), leaving its aversion at -1.
     pub fn new(extended_types: bool) -> DataTree {
-        let mut tree = DataTree::empty(extended_types);
+        DataTree::with_hash_seed(extended_types, 0)
+    }
+
+    /// As [`DataTree::new`], with the path hash seeded by `hash_seed` (see
+    /// [`crate::Config::hash_seed`]).
+    pub fn with_hash_seed(extended_types: bool, hash_seed: u64) -> DataTree {
+        let mut tree = DataTree::empty(extended_types, hash_seed);
         for p in ["/", PROC_PATH, QUOTA_PATH] {
             let meta = Meta {
                 acl: tree.acls.intern(&open_acl()),
@@ -674,13 +686,14 @@ impl DataTree {
     }
 
     /// An empty tree without even the root (snapshot restore fills it).
-    pub(crate) fn empty(extended_types: bool) -> DataTree {
+    pub(crate) fn empty(extended_types: bool, hash_seed: u64) -> DataTree {
+        let hasher = TreeHasher::with_seed(hash_seed);
         DataTree {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
-            hasher: RandomState::new(),
-            children: HashMap::new(),
+            children: HashMap::with_hasher(hasher.clone()),
+            hasher,
             acls: AclTable::default(),
             ephemerals: BTreeMap::new(),
             containers: BTreeSet::new(),
@@ -710,7 +723,7 @@ impl DataTree {
     pub(crate) fn restore_record(
         &mut self,
         bytes: &[u8],
-        acl_ids: &HashMap<u32, u32>,
+        acl_ids: &BTreeMap<u32, u32>,
     ) -> Result<(), String> {
         record::check(bytes).map_err(str::to_owned)?;
         let (p, _, meta) = record::parts(bytes);

@@ -34,10 +34,11 @@ use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
-use crate::connection::Shared;
-use crate::four_letter::{self, ConnInfo, ConnView, MonitorValue, TreeDigest, WatchView};
+use crate::error::Error;
+use crate::four_letter::views::{self, ConnInfo, ConnView, MonitorValue, TreeDigest, WatchView};
+use crate::four_letter::{core_stats, inspect};
 use crate::metrics::CoreGauges;
-use crate::Error;
+use crate::shared::Shared;
 use zkit_core::Stats;
 
 /// The body of an admin response: a whole buffer, or a stream (server-sent events).
@@ -197,7 +198,7 @@ fn primary(name: &str) -> Option<&'static str> {
 }
 
 async fn gauges(shared: &Shared) -> Option<CoreGauges> {
-    four_letter::inspect(shared, |core| {
+    inspect(shared, |core| {
         let s = core.stats();
         CoreGauges {
             sessions: s.sessions,
@@ -216,7 +217,7 @@ async fn gauges(shared: &Shared) -> Option<CoreGauges> {
 fn server_stats_json(shared: &Shared, stats: &Stats) -> Value {
     let m = &shared.metrics;
     let lat = m.latency();
-    let dir_size = four_letter::data_dir_size(shared);
+    let dir_size = views::data_dir_size(shared);
     json!({
         "packets_sent": m.packets_sent.load(Relaxed),
         "packets_received": m.packets_received.load(Relaxed),
@@ -279,13 +280,11 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
     match cmd {
         "ruok" => {}
         "stats" | "server_stats" => {
-            let Some(stats) = four_letter::core_stats(shared).await else {
+            let Some(stats) = core_stats(shared).await else {
                 return unavailable();
             };
-            let view = four_letter::inspect(shared, ConnView::of)
-                .await
-                .unwrap_or_default();
-            put("version", json!(four_letter::version()));
+            let view = inspect(shared, ConnView::of).await.unwrap_or_default();
+            put("version", json!(views::version()));
             put("read_only", json!(false));
             put("server_stats", server_stats_json(shared, &stats));
             put("node_count", json!(stats.node_count));
@@ -299,10 +298,10 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
             }
         }
         "monitor" => {
-            let Some(stats) = four_letter::core_stats(shared).await else {
+            let Some(stats) = core_stats(shared).await else {
                 return unavailable();
             };
-            for (k, v) in four_letter::monitor(shared, &stats) {
+            for (k, v) in views::monitor(shared, &stats) {
                 put(
                     k,
                     match v {
@@ -315,9 +314,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
             }
         }
         "connections" => {
-            let view = four_letter::inspect(shared, ConnView::of)
-                .await
-                .unwrap_or_default();
+            let view = inspect(shared, ConnView::of).await.unwrap_or_default();
             // Every client connection; the session fields only where there is a session.
             let conns: Vec<Value> = ConnInfo::all(shared, &view)
                 .iter()
@@ -327,7 +324,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
             put("secure_connections", json!([]));
         }
         "watches" | "watches_by_path" | "watch_summary" | "dump" => {
-            let Some(view) = four_letter::inspect(shared, WatchView::of).await else {
+            let Some(view) = inspect(shared, WatchView::of).await else {
                 return unavailable();
             };
             match cmd {
@@ -354,7 +351,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
                     put("num_total_watches", json!(summary.watches));
                 }
                 _ => {
-                    let expiry: Map<String, Value> = four_letter::sessions_by_expiry(&view)
+                    let expiry: Map<String, Value> = views::sessions_by_expiry(&view)
                         .into_iter()
                         .map(|(at, sids)| (at.to_string(), json!(sids)))
                         .collect();
@@ -386,17 +383,17 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
             put("client_port_listen_backlog", json!(-1));
         }
         "environment" => {
-            for (k, v) in four_letter::environment() {
+            for (k, v) in views::environment() {
                 put(k, json!(v));
             }
         }
         "dirs" => {
-            let size = four_letter::data_dir_size(shared);
+            let size = views::data_dir_size(shared);
             put("datadir_size", json!(size));
             put("logdir_size", json!(size));
         }
         "hash" => {
-            let Some(d) = four_letter::inspect(shared, TreeDigest::of).await else {
+            let Some(d) = inspect(shared, TreeDigest::of).await else {
                 return unavailable();
             };
             put(
@@ -404,7 +401,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
                 json!([{
                     "zxid": d.zxid,
                     "digest": d.digest,
-                    "digest_version": four_letter::DIGEST_VERSION,
+                    "digest_version": zkit_core::digest::DIGEST_VERSION,
                 }]),
             );
         }

@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{FourLetterWhitelist, ServerConfig};
+use crate::config::{FourLetterWhitelist, FsyncMode, ServerConfig};
 
 /// A parsed configuration file.
 #[derive(Debug, Clone)]
@@ -174,9 +174,9 @@ impl ZooCfg {
                 "dataLogDir" => cfg.data_log_dir = Some(path(line, &key, v)?),
                 "forceSync" => {
                     cfg.server.fsync = if boolean(line, &key, v)? {
-                        crate::FsyncMode::Always
+                        FsyncMode::Always
                     } else {
-                        crate::FsyncMode::Never
+                        FsyncMode::Never
                     };
                 }
                 "logLevel" => {
