@@ -30,6 +30,7 @@
 
 pub mod barrier;
 pub mod cache;
+pub mod circuit_breaker;
 pub mod config;
 pub mod counter;
 pub mod election;
