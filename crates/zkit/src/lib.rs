@@ -33,6 +33,7 @@ pub mod cache;
 pub mod circuit_breaker;
 pub mod config;
 pub mod counter;
+pub mod discovery;
 pub mod election;
 pub mod error;
 pub mod group;
