@@ -41,6 +41,8 @@ pub mod group;
 pub mod ledger;
 pub mod lock;
 pub mod locking_queue;
+pub mod partitioner;
+pub mod party;
 pub mod persistent_node;
 pub mod procedure;
 pub mod protected;
