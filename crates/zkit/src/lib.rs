@@ -28,6 +28,7 @@
 //! operation, and reports session loss instead of silently carrying on.
 #![deny(missing_docs)]
 
+pub mod atomic;
 pub mod barrier;
 pub mod cache;
 pub mod circuit_breaker;
@@ -44,11 +45,13 @@ pub mod locking_queue;
 pub mod partitioner;
 pub mod party;
 pub mod persistent_node;
+pub mod persistent_watcher;
 pub mod procedure;
 pub mod protected;
 pub mod queue;
 pub mod retry;
 pub mod session;
+pub mod ttl_node;
 pub mod txn;
 
 pub use error::{Error, Result};
