@@ -42,6 +42,7 @@ pub mod group;
 pub mod ledger;
 pub mod lock;
 pub mod locking_queue;
+pub mod model;
 pub mod partitioner;
 pub mod party;
 pub mod persistent_node;
