@@ -277,8 +277,14 @@ impl QueueSharder {
             // Wait for any shard, or the set of shards, to change.
             let client = self.session.client();
             let mut watchers = Vec::new();
-            let (_, shards_watch) = match client.list_and_watch_children(&self.path).await {
-                Ok(listed) => listed,
+            // Shards and the queue node are containers: the server reaps them once empty.
+            let shards_watch = match client.list_and_watch_children(&self.path).await {
+                Ok((_, watch)) => watch,
+                Err(zk::Error::NoNode) => match client.check_and_watch_stat(&self.path).await? {
+                    (None, watch) => watch,
+                    // Created in between: look again.
+                    (Some(_), _) => continue,
+                },
                 Err(err) => return Err(err.into()),
             };
             watchers.push(Box::pin(shards_watch.changed()));
