@@ -45,6 +45,9 @@ enum Command {
     Txn(cmd::txn::TxnCommand),
     /// Run a bookie: the replicated ledger's storage server.
     Bookie(cmd::bookie::BookieArgs),
+    /// Service discovery (curator-x-discovery's layout): register while CMD runs, list, watch.
+    #[command(subcommand)]
+    Service(cmd::service::ServiceCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -99,6 +102,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
         Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
         Command::Bookie(args) => cmd::bookie::run(args).await,
+        Command::Service(command) => cmd::service::run(command).await.map(exit_code),
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Server(args)) => {
             cmd::bench_server::run(args).await.map(exit_code)

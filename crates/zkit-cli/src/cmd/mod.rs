@@ -14,4 +14,5 @@ pub mod lock;
 pub mod node;
 pub mod proc;
 pub mod serve;
+pub mod service;
 pub mod txn;
