@@ -2,7 +2,8 @@
 //! `common::servers()`: service discovery (curator-x-discovery's `ServiceDiscovery`, Debian's
 //! `libcurator-discovery-java`), `InterProcessSemaphoreMutex`, `DistributedPriorityQueue`,
 //! `DistributedIdQueue`, `DistributedDelayQueue`, and `DistributedAtomicLong` promoted to a
-//! lock. The Java side is one program compiled here with `javac`, run in one mode per step.
+//! lock; and `zkit service register`/`list` (the command line) against Curator's discovery. The
+//! Java side is one program compiled here with `javac`, run in one mode per step.
 //!
 //! Skips (with a SKIP line) when `javac` or the jars are missing, except under `CI`.
 
@@ -19,7 +20,7 @@ use zkit::discovery::{ServiceDiscovery, ServiceInstance};
 use zkit::distributed_queue::{DelayQueue, IdQueue, PriorityQueue};
 use zkit::lock::SemaphoreMutex;
 use zkit::RetryPolicy;
-use zkit_testkit::{curator_classpath, unique_path};
+use zkit_testkit::{curator_classpath, unique_path, zkit_bin};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -306,6 +307,140 @@ async fn discovery_instances_are_seen_both_ways() {
             .unwrap_or_else(|e| panic!("{name}: cache kept the unregistered instance: {e}"));
         discovery.close().await;
         eprintln!("{name}: curator discovery interop ok");
+    }
+}
+
+/// The command line against Curator: Curator lists an instance that `zkit service register`
+/// keeps registered while its CMD runs, and `zkit service list` lists one Curator registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkit_service_cli_and_curator_see_each_other() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let base = unique_path("services-cli-interop");
+
+        // `zkit service register`; CMD runs until its stdin (zkit's) is closed.
+        let mut registrar = tokio::process::Command::new(zkit_bin())
+            .args([
+                "service",
+                "register",
+                "--server",
+                &target.addr,
+                "--base",
+                &base,
+            ])
+            .args([
+                "api",
+                "--id",
+                "cli-1",
+                "--address",
+                "10.0.0.7",
+                "--port",
+                "9003",
+            ])
+            .args([
+                "--payload",
+                r#"{"zone":"cli"}"#,
+                "--",
+                "sh",
+                "-c",
+                "read line",
+            ])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn zkit service register");
+        let mut cli_stdin = registrar.stdin.take().expect("stdin");
+        let mut cli_err = BufReader::new(registrar.stderr.take().expect("stderr")).lines();
+        let registered = tokio::time::timeout(LIMIT, cli_err.next_line())
+            .await
+            .expect("zkit registers in time")
+            .expect("read")
+            .expect("a line");
+        assert_eq!(
+            registered,
+            format!("zkit service: registered {base}/api/cli-1"),
+            "{name}"
+        );
+        let listed = java_lines(&cp, &[&target.addr, "discovery-list", &base, "api"]).await;
+        assert_eq!(
+            listed,
+            vec![
+                "cli-1 10.0.0.7 9003 {zone=cli} DYNAMIC".to_string(),
+                "cache 1".to_string()
+            ],
+            "{name}: Curator's view of zkit service register"
+        );
+
+        // Curator registers; `zkit service list` shows both.
+        let mut java_registrar = java(
+            &cp,
+            &[
+                &target.addr,
+                "discovery-register",
+                &base,
+                "api",
+                "java-2",
+                "9001",
+            ],
+        )
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("start java");
+        let mut java_stdin = java_registrar.stdin.take().expect("stdin");
+        let mut java_out = BufReader::new(java_registrar.stdout.take().expect("stdout")).lines();
+        let first = tokio::time::timeout(Duration::from_secs(60), java_out.next_line())
+            .await
+            .expect("java registers in time")
+            .expect("read")
+            .expect("a line");
+        assert_eq!(first, "registered", "{name}");
+        let out = tokio::process::Command::new(zkit_bin())
+            .args([
+                "service",
+                "list",
+                "--server",
+                &target.addr,
+                "--base",
+                &base,
+                "api",
+            ])
+            .output()
+            .await
+            .expect("run zkit service list");
+        assert!(out.status.success(), "{name}: zkit service list failed");
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        assert_eq!(
+            lines,
+            vec![
+                r#"cli-1 10.0.0.7:9003 {"zone":"cli"}"#.to_string(),
+                r#"java-2 10.9.9.9:9001 {"zone":"java"}"#.to_string(),
+            ],
+            "{name}: zkit service list"
+        );
+
+        java_stdin.write_all(b"close\n").await.expect("tell java");
+        foreign_finished(java_registrar, "java registrar", name).await;
+        cli_stdin.write_all(b"done\n").await.expect("tell CMD");
+        let status = tokio::time::timeout(LIMIT, registrar.wait())
+            .await
+            .expect("zkit service register exits")
+            .expect("wait");
+        assert_eq!(status.code(), Some(0), "{name}");
+        let listed = java_lines(&cp, &[&target.addr, "discovery-list", &base, "api"]).await;
+        assert_eq!(
+            listed,
+            vec!["cache 0".to_string()],
+            "{name}: both unregistered"
+        );
+        eprintln!("{name}: zkit service / curator interop ok");
     }
 }
 
