@@ -13,7 +13,7 @@
 //!   [`QueueSharderPolicies::max_queues`].
 //! - [`QueueSharder::queue`] hands out a random preferred shard for producers (any shard when
 //!   none is preferred). Consumers take from every shard ([`QueueSharder::poll`],
-//!   [`QueueSharder::take`]), so the order is FIFO within a shard only.
+//!   [`QueueSharder::take_for`]), so the order is FIFO within a shard only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
