@@ -21,6 +21,21 @@
 //!   node recreated after session loss.
 //! - [`procedure`]: HBase-style two-phase distributed procedures (coordinator and members).
 //! - [`txn`]: a two-phase-commit coordinator with crash recovery, and participants.
+//! - [`discovery`]: service discovery in curator-x-discovery's layout and JSON
+//!   ([`discovery::ServiceDiscovery`], [`discovery::ServiceCache`], providers).
+//! - More locks in [`lock`]: [`lock::MultiLock`] (all or none), [`lock::SemaphoreMutex`]
+//!   (Curator's `InterProcessSemaphoreMutex`), [`lock::KazooLock`], kazoo's
+//!   [`lock::NonBlockingLease`] and [`lock::MultiNonBlockingLease`].
+//! - [`distributed_queue`]: Curator's `DistributedQueue` with its priority, delay and id
+//!   variants and [`distributed_queue::QueueSharder`]; [`locking_queue`]: kazoo's
+//!   `LockingQueue`.
+//! - [`party`], [`partitioner`]: kazoo's `Party`/`ShallowParty` and `SetPartitioner`.
+//! - [`ttl_node`], [`persistent_watcher`], [`atomic`]: Curator's `PersistentTtlNode`,
+//!   `PersistentWatcher` and `DistributedAtomicLong`/`Value` (optimistic, then promoted to a
+//!   lock).
+//! - [`model`]: typed nodes ([`model::Model`], like Curator's `ModeledFramework`) with a
+//!   version-checked schema.
+//! - [`circuit_breaker`]: Curator's circuit-breaking connection-state listener.
 //! - [`ledger`]: the replicated ledger's client side; for now the ZooKeeper registration of
 //!   bookies ([`ledger::ZkRegistrationManager`]).
 //!
