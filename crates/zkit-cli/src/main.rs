@@ -47,6 +47,9 @@ enum Command {
     Bookie(cmd::bookie::BookieArgs),
     /// The web dashboard: status, tree, sessions, locks and the other recipes, live.
     Ui(cmd::ui::UiArgs),
+    /// Service discovery (curator-x-discovery's layout): register while CMD runs, list, watch.
+    #[command(subcommand)]
+    Service(cmd::service::ServiceCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -102,6 +105,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
         Command::Bookie(args) => cmd::bookie::run(args).await,
         Command::Ui(args) => cmd::ui::run(args).await,
+        Command::Service(command) => cmd::service::run(command).await.map(exit_code),
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Server(args)) => {
             cmd::bench_server::run(args).await.map(exit_code)

@@ -37,6 +37,9 @@
 //! - [`zoo_cfg`]: reads `zoo.cfg` (and its TOML form) into a [`ServerConfig`].
 //! - [`storage`]: where txns become durable before replies leave: in memory, or with a data
 //!   dir a write-ahead log with group commit, background snapshots and crash recovery.
+//! - [`testing`]: [`testing::TestingCluster`], N independent embedded servers behind fixed
+//!   ports (stop, restart, pause, drop connections) for testing client failover, like
+//!   Curator's `TestingCluster` — not a replicated ensemble.
 //!
 //! The server never panics on client input: a malformed frame or handshake closes that one
 //! connection; a request whose body does not decode gets ZooKeeper's error code. Other sessions
@@ -56,6 +59,7 @@ mod pipeline;
 pub mod server;
 mod shared;
 pub mod storage;
+pub mod testing;
 mod to_core;
 pub mod zoo_cfg;
 

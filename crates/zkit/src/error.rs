@@ -81,6 +81,17 @@ pub enum Error {
     /// The server or the tree answered something the recipe cannot make sense of.
     #[error("unexpected: {0}")]
     Unexpected(String),
+    /// A typed node holds a value of another schema (name or version) than the reader's
+    /// ([`crate::model::Model`]).
+    #[error("schema mismatch at {path}: expected {expected}, found {found}")]
+    SchemaMismatch {
+        /// The node.
+        path: String,
+        /// The reader's schema, `name v<version>`.
+        expected: String,
+        /// What the node holds (`name v<version>`, or `no schema`).
+        found: String,
+    },
     /// Any other `zookeeper_client` error, kept verbatim.
     #[error(transparent)]
     Other(zookeeper_client::Error),

@@ -14,5 +14,6 @@ pub mod lock;
 pub mod node;
 pub mod proc;
 pub mod serve;
+pub mod service;
 pub mod txn;
 pub mod ui;

@@ -13,6 +13,7 @@ use serde::Serialize;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
+use crate::model::{Format, Model};
 use crate::protected::join;
 use crate::retry::{retry, RetryPolicy};
 use crate::session::Session;
@@ -273,8 +274,7 @@ impl ConfigStore {
     /// # Errors
     /// [`Error::BadArguments`] if it cannot be serialized, otherwise as [`ConfigStore::write`].
     pub async fn write_json<T: Serialize>(&self, key: &str, value: &T) -> Result<Versioned> {
-        let bytes = serde_json::to_vec(value)
-            .map_err(|e| Error::BadArguments(format!("serializing {key:?} as JSON: {e}")))?;
+        let bytes = Format::Json.encode(&format!("{key:?}"), value)?;
         self.write(key, &bytes).await
     }
 
@@ -286,9 +286,7 @@ impl ConfigStore {
         let Some(v) = self.read(key).await? else {
             return Ok(None);
         };
-        serde_json::from_slice(&v.value)
-            .map(Some)
-            .map_err(|e| Error::Unexpected(format!("{key:?} is not the expected JSON: {e}")))
+        Format::Json.decode(&format!("{key:?}"), &v.value).map(Some)
     }
 
     /// Writes a value serialized as TOML (it must serialize to a table).
@@ -296,9 +294,8 @@ impl ConfigStore {
     /// # Errors
     /// [`Error::BadArguments`] if it cannot be serialized, otherwise as [`ConfigStore::write`].
     pub async fn write_toml<T: Serialize>(&self, key: &str, value: &T) -> Result<Versioned> {
-        let text = toml::to_string(value)
-            .map_err(|e| Error::BadArguments(format!("serializing {key:?} as TOML: {e}")))?;
-        self.write(key, text.as_bytes()).await
+        let bytes = Format::Toml.encode(&format!("{key:?}"), value)?;
+        self.write(key, &bytes).await
     }
 
     /// Reads a TOML value; `None` if the key does not exist.
@@ -309,11 +306,23 @@ impl ConfigStore {
         let Some(v) = self.read(key).await? else {
             return Ok(None);
         };
-        let text = std::str::from_utf8(&v.value)
-            .map_err(|e| Error::Unexpected(format!("{key:?} is not UTF-8: {e}")))?;
-        toml::from_str(text)
-            .map(Some)
-            .map_err(|e| Error::Unexpected(format!("{key:?} is not the expected TOML: {e}")))
+        Format::Toml.decode(&format!("{key:?}"), &v.value).map(Some)
+    }
+
+    /// A typed [`Model`] of `key` in `format`, with the store's retry policy. Without a
+    /// schema it reads and writes exactly what [`ConfigStore::write_json`] /
+    /// [`ConfigStore::write_toml`] do; add one with [`Model::with_schema`] to have every value
+    /// carry and check it (see [`crate::model`]).
+    ///
+    /// # Errors
+    /// As [`resolve_key`].
+    pub fn model<T: Serialize + DeserializeOwned>(
+        &self,
+        key: &str,
+        format: Format,
+    ) -> Result<Model<T>> {
+        Ok(Model::new(&self.session, &self.path_of(key)?, format)?
+            .with_retry_policy(self.policy.clone()))
     }
 }
 
