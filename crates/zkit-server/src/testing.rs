@@ -53,6 +53,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::storage::error::StorageError;
 use crate::{Error, FsyncMode, Server, ServerConfig};
 
 /// Builds a [`TestingCluster`].
@@ -113,7 +114,8 @@ impl TestingClusterBuilder {
                 std::process::id(),
                 rand::random::<u64>()
             ));
-            std::fs::create_dir_all(&dir)?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| StorageError::io(format!("create {}", dir.display()), e))?;
             Some(dir)
         } else {
             None
@@ -128,7 +130,8 @@ impl TestingClusterBuilder {
             config.admin_listen = None;
             if let Some(root) = &cluster.root {
                 let dir = root.join(format!("member-{i}"));
-                std::fs::create_dir_all(&dir)?;
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| StorageError::io(format!("create {}", dir.display()), e))?;
                 config.data_dir = Some(dir);
                 config.fsync = FsyncMode::Never;
             }
