@@ -1,0 +1,2 @@
+//! The `zkit-verify` binary.
+fn main() {}
