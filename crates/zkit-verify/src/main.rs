@@ -132,7 +132,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Client(args)) => runtime(1).and_then(|rt| rt.block_on(run_client(args))),
-        Some(Command::Serve(args)) => runtime(1).and_then(|rt| rt.block_on(serve(args))),
+        Some(Command::Serve(args)) => {
+            // The server log on stderr, as `zkit serve` writes it.
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| "info".into()),
+                )
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .init();
+            runtime(1).and_then(|rt| rt.block_on(serve(args)))
+        }
         Some(Command::Check { file, workload }) => check(&file, &workload),
         Some(Command::SelfTest) => {
             let (ok, lines) = zkit_verify::checker::self_test();

@@ -774,7 +774,10 @@ async fn play(
     stop: Cancel,
 ) {
     for planned in schedule.planned {
-        let wait = planned.at.saturating_sub(recorder.elapsed());
+        let wait = planned
+            .at
+            .saturating_sub(recorder.elapsed())
+            .max(planned.quiet);
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = stop.cancelled() => return,

@@ -158,3 +158,63 @@ async fn locks_under_server_and_holder_kills() {
     )
     .await;
 }
+
+/// Disk full: the data dir on a 48 MiB tmpfs (root only), filled to ENOSPC and freed. The
+/// server is the same library in `zkit-verify serve`, with 256 KiB WAL segments so that a full
+/// disk bites at the next segment roll (`zkit serve` pre-allocates 64 MiB segments and has no
+/// flag to shrink them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_under_disk_full() {
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the disk-full run needs root in CI"
+        );
+        eprintln!("SKIPPED set_under_disk_full: not root (tmpfs mount)");
+        return;
+    }
+    let seed = seed(71);
+    let dir = tempfile::Builder::new()
+        .prefix("zkit-verify-disk-")
+        .tempdir()
+        .expect("temp dir");
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_zkit-verify"));
+    let mut config = RunConfig::quick(
+        Workload::Set,
+        seed,
+        ServerCommand::embedded(bin.clone(), &["--wal-segment-size", "262144"]),
+        bin,
+        dir.path().join("run"),
+    );
+    config.faults = vec![FaultKind::DiskFull];
+    config.replay = format!(
+        "ZKIT_VERIFY_SEED={seed} cargo nextest run -p zkit-verify -E 'test(set_under_disk_full)'"
+    );
+    let result = run(config).await.expect("the run could not be set up");
+    eprintln!("{}\n{}", result.summary(), result.schedule);
+    if !result.is_valid() {
+        let kept = dir.keep();
+        panic!(
+            "{}\n(files kept in {})",
+            result.failure_report(),
+            kept.display()
+        );
+    }
+    assert!(result.counts.ok >= 200, "{}", result.summary());
+    // The disk really filled up and writes really failed meanwhile.
+    let filled = result
+        .history
+        .faults
+        .iter()
+        .any(|f| f.note.as_deref().is_some_and(|n| n.starts_with("filled")));
+    assert!(filled, "{}", result.failure_report());
+    assert!(
+        result.counts.info > 0,
+        "no write was hit: {}",
+        result.summary()
+    );
+}

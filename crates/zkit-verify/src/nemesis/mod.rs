@@ -232,6 +232,9 @@ pub struct Timing {
 pub struct Planned {
     /// When to inject it, from the start of the run.
     pub at: Duration,
+    /// At least this long after the previous fault healed (a heal that took longer than
+    /// planned, such as a slow restart, pushes the rest of the schedule back).
+    pub quiet: Duration,
     /// The fault.
     pub fault: Fault,
 }
@@ -269,6 +272,7 @@ impl Schedule {
         let t = timing.session_timeout;
         let last = run.mul_f64(0.85);
         let mut at = run.mul_f64(0.1);
+        let mut quiet = Duration::ZERO;
         loop {
             let kind = kinds[rng.gen_range(0..kinds.len())];
             let victim = |rng: &mut StdRng| match victims {
@@ -310,7 +314,8 @@ impl Schedule {
             }
             let gap = between(&mut rng, t, 0.2, 0.5);
             let next = at + fault.duration() + gap;
-            planned.push(Planned { at, fault });
+            planned.push(Planned { at, quiet, fault });
+            quiet = gap;
             at = next;
         }
         Schedule { seed, planned }
