@@ -189,8 +189,20 @@ impl Executor {
                 key,
                 expected,
                 value,
+                ..
             } => match zk.cas_cell(&l.register(key), expected, value).await {
                 Ok(_) => Reply::ok(op),
+                // Only the server's BadVersion / NoNode tell that the version differed.
+                Err(e @ (zkit::Error::BadVersion | zkit::Error::NoNode)) => Reply::err(
+                    Op::Cas {
+                        key,
+                        expected,
+                        value,
+                        mismatch: true,
+                    },
+                    &e,
+                    false,
+                ),
                 Err(e) => Reply::err(op, &e, false),
             },
             Op::Add { element } => match zk.create(&format!("{}/e-{element}", l.set_dir())).await {
@@ -254,22 +266,14 @@ impl Executor {
                 }),
                 Err(e) => Reply::err(op, &e, true),
             },
-            Op::Acquire { .. } => match zk.lock(&self.mutex, self.lock_timeout).await {
-                Ok(guard) => {
-                    let token = guard.fencing_token();
-                    let lost = guard.lost();
-                    let notices = self.notices.clone();
-                    tokio::spawn(async move {
-                        lost.cancelled().await;
-                        let _ = notices.send(Op::LockLost { token });
-                    });
-                    self.guards.insert(token, guard);
-                    Reply::ok(Op::Acquire { token: Some(token) })
+            Op::Acquire { .. } => {
+                // One lock per client: a guard still here belongs to an acquire whose reply
+                // the runner gave up waiting for. Nobody knows this holder: let it go first.
+                for (_, guard) in self.guards.drain() {
+                    let _ = guard.release().await;
                 }
-                // Without a guard nothing is held, whatever the error (a node left behind by
-                // a timed-out attempt is deleted by the recipe and never counts as held).
-                Err(e) => Reply::fail(op, &e.to_string()),
-            },
+                self.acquire(op).await
+            }
             Op::Release { token, .. } => {
                 let Some(guard) = self.guards.remove(&token) else {
                     return Reply::fail(op, "no guard held for this token");
@@ -281,6 +285,27 @@ impl Executor {
                 }
             }
             other => Reply::fail(other, "not an operation this executor runs"),
+        }
+    }
+}
+
+impl Executor {
+    async fn acquire(&mut self, op: Op) -> Reply {
+        match self.zk.lock(&self.mutex, self.lock_timeout).await {
+            Ok(guard) => {
+                let token = guard.fencing_token();
+                let lost = guard.lost();
+                let notices = self.notices.clone();
+                tokio::spawn(async move {
+                    lost.cancelled().await;
+                    let _ = notices.send(Op::LockLost { token });
+                });
+                self.guards.insert(token, guard);
+                Reply::ok(Op::Acquire { token: Some(token) })
+            }
+            // Without a guard nothing is held, whatever the error (a node left behind by a
+            // timed-out attempt is deleted by the recipe and never counts as held).
+            Err(e) => Reply::fail(op, &e.to_string()),
         }
     }
 }

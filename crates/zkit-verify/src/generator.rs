@@ -124,6 +124,7 @@ impl Generator for RegisterGen {
                     key,
                     expected: if rng.gen_bool(0.8) { known } else { known + 1 },
                     value,
+                    mismatch: false,
                 }
             }
         };

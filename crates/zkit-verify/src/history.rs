@@ -107,6 +107,10 @@ pub enum Op {
         expected: i32,
         /// The value.
         value: i64,
+        /// On fail: the server answered BadVersion or NoNode, so the version was not
+        /// `expected` at that point. A fail without it (refused before sending) says nothing.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        mismatch: bool,
     },
 
     // --- set ---
@@ -389,10 +393,11 @@ impl Operation {
         self.completion.as_ref().map_or(EventKind::Info, |c| c.kind)
     }
 
-    /// The op with its result when ok, else as invoked.
+    /// The op as completed when ok or fail (with its result, or what the failure tells),
+    /// else as invoked.
     pub fn op(&self) -> &Op {
         match &self.completion {
-            Some(c) if c.kind == EventKind::Ok => &c.op,
+            Some(c) if c.kind != EventKind::Info => &c.op,
             _ => &self.invoked,
         }
     }

@@ -402,7 +402,9 @@ impl Shared {
             connect: connect.to_owned(),
             root: self.layout.root.clone(),
             session_timeout: self.config.session_timeout,
-            lock_timeout: self.config.session_timeout * 2,
+            // Well inside the runner's op timeout: an acquire that succeeded after the runner
+            // gave up on it would hold the lock unrecorded.
+            lock_timeout: self.config.op_timeout / 2,
         }
     }
 
@@ -1111,11 +1113,13 @@ async fn read_until_ok(
 }
 
 /// Claims and acks everything left in the queue, waiting for the claims of dead consumers to
-/// go with their sessions.
+/// go with their sessions. Gives up only after a while without progress (a long run can leave
+/// a long queue).
 async fn drain(shared: &Arc<Shared>, handle: &mut ClientHandle, process: &mut Process) {
     let rec = &shared.recorder;
     let t = shared.config.op_timeout;
-    let deadline = Instant::now() + shared.config.session_timeout * 4 + Duration::from_secs(10);
+    let patience = shared.config.session_timeout * 4 + Duration::from_secs(10);
+    let mut deadline = Instant::now() + patience;
     let probe = Zk::connect(&shared.direct, shared.config.session_timeout)
         .await
         .ok();
@@ -1125,8 +1129,10 @@ async fn drain(shared: &Arc<Shared>, handle: &mut ClientHandle, process: &mut Pr
             (Op::Claim { item: Some(item) }, EventKind::Ok) => {
                 let item = *item;
                 let ack = call(rec, *process, handle, Op::Ack { item }, t).await;
-                if ack.kind == EventKind::Info {
-                    *process = rec.new_process();
+                match ack.kind {
+                    EventKind::Info => *process = rec.new_process(),
+                    EventKind::Ok => deadline = Instant::now() + patience,
+                    _ => {}
                 }
             }
             (Op::Claim { item: None }, EventKind::Ok) => {

@@ -9,8 +9,9 @@
 //! - read ok: must equal the state; failed or unknown reads are dropped (a read has no effect);
 //! - write ok: absent → (v, 0), (x, n) → (v, n + 1), and the version the server returned must
 //!   be that one; an unknown write takes effect or not;
-//! - cas ok: the version must be `expected`, → (v, expected + 1); a definitely failed cas
-//!   (BadVersion, NoNode) is kept as a check that the version was *not* `expected` then; an
+//! - cas ok: the version must be `expected`, → (v, expected + 1); a cas the server refused
+//!   (BadVersion, NoNode: `mismatch`) is kept as a check that the version was *not* `expected`
+//!   then, other failures (refused before sending) are dropped; an
 //!   unknown cas takes effect if the version matches where it is linearized, or never.
 //!
 //! A violation names the operation the deepest attempt could not linearize and prints every
@@ -128,6 +129,7 @@ fn model_op(op: &Operation) -> Option<(u64, RegOp)> {
                 key,
                 expected,
                 value,
+                ..
             },
             EventKind::Ok | EventKind::Info,
         ) => Some((
@@ -137,7 +139,15 @@ fn model_op(op: &Operation) -> Option<(u64, RegOp)> {
                 value: *value,
             },
         )),
-        (Op::Cas { key, expected, .. }, EventKind::Fail) => Some((
+        (
+            Op::Cas {
+                key,
+                expected,
+                mismatch: true,
+                ..
+            },
+            EventKind::Fail,
+        ) => Some((
             *key,
             RegOp::CasFailed {
                 expected: *expected,
@@ -223,6 +233,15 @@ fn read(key: u64, cell: Cell) -> Op {
     }
 }
 
+fn cas(key: u64, expected: i32, value: i64, mismatch: bool) -> Op {
+    Op::Cas {
+        key,
+        expected,
+        value,
+        mismatch,
+    }
+}
+
 fn present(value: i64, version: i32) -> Cell {
     Cell::Present { value, version }
 }
@@ -244,40 +263,12 @@ pub fn examples() -> Vec<Example> {
     let mut b = HistoryBuilder::new();
     b.invoke(1, write(0, 10, None))
         .ok(1, write(0, 10, Some(0)))
-        .invoke(
-            1,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 11,
-            },
-        )
+        .invoke(1, cas(0, 0, 11, false))
         .invoke(2, read(0, Cell::Absent))
         .ok(2, read(0, present(10, 0)))
-        .ok(
-            1,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 11,
-            },
-        )
-        .invoke(
-            2,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 12,
-            },
-        )
-        .fail(
-            2,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 12,
-            },
-        )
+        .ok(1, cas(0, 0, 11, false))
+        .invoke(2, cas(0, 0, 12, false))
+        .fail(2, cas(0, 0, 12, true))
         .seq(3, read(1, Cell::Absent), read(1, Cell::Absent))
         .seq(2, read(0, Cell::Absent), read(0, present(11, 1)));
     out.push(("cas and reads", c(), b.build(), true));
@@ -303,60 +294,26 @@ pub fn examples() -> Vec<Example> {
     // Bad: two cas on the same version both succeed.
     let mut b = HistoryBuilder::new();
     b.seq(1, write(0, 1, None), write(0, 1, Some(0)))
-        .invoke(
-            1,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 2,
-            },
-        )
-        .invoke(
-            2,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 3,
-            },
-        )
-        .ok(
-            1,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 2,
-            },
-        )
-        .ok(
-            2,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 3,
-            },
-        );
+        .invoke(1, cas(0, 0, 2, false))
+        .invoke(2, cas(0, 0, 3, false))
+        .ok(1, cas(0, 0, 2, false))
+        .ok(2, cas(0, 0, 3, false));
     out.push(("double cas", c(), b.build(), false));
 
     // Bad: a cas fails although nothing else could have changed the version.
     let mut b = HistoryBuilder::new();
     b.seq(1, write(0, 1, None), write(0, 1, Some(0)))
-        .invoke(
-            1,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 2,
-            },
-        )
-        .fail(
-            1,
-            Op::Cas {
-                key: 0,
-                expected: 0,
-                value: 2,
-            },
-        );
+        .invoke(1, cas(0, 0, 2, false))
+        .fail(1, cas(0, 0, 2, true));
     out.push(("spurious cas failure", c(), b.build(), false));
+
+    // Good: a cas refused before it was sent (no server answer) says nothing of the version.
+    let mut b = HistoryBuilder::new();
+    b.seq(1, write(0, 1, None), write(0, 1, Some(0)))
+        .invoke(2, cas(0, 0, 2, false))
+        .fail(2, cas(0, 0, 2, false))
+        .seq(3, read(0, Cell::Absent), read(0, present(1, 0)));
+    out.push(("cas refused before sending", c(), b.build(), true));
 
     // Bad: a lost acknowledged write (read sees the older value long after).
     let mut b = HistoryBuilder::new();
