@@ -114,7 +114,6 @@ pub fn exercise_snapshot(data: &[u8]) {
 
 /// Valid inputs to start from: a segment with a few records (with the flag byte), and a
 /// snapshot file of a fresh server state (also a valid body at offset 16).
-
 pub fn wal_seeds() -> Vec<Vec<u8>> {
     let dir = scratch("wal-seed");
     let opts = WalOptions {
@@ -140,7 +139,6 @@ pub fn wal_seeds() -> Vec<Vec<u8>> {
 }
 
 /// Seeds of the snapshot target: a whole snapshot file and the bare body.
-
 pub fn snapshot_seeds() -> Vec<Vec<u8>> {
     let body = Core::new(Config::default(), 0).snapshot();
     let dir = scratch("snap-seed");

@@ -264,7 +264,7 @@ impl Schedule {
         clients: u32,
         victims: Option<&[u32]>,
     ) -> Schedule {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x6e65_6d65_7369_73);
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x006e_656d_6573_6973);
         let mut planned = Vec::new();
         if kinds.is_empty() {
             return Schedule { seed, planned };

@@ -43,12 +43,15 @@ pub fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
+/// The quorum and election proxies of one directed link.
+type LinkProxies = (Arc<FaultProxy>, Arc<FaultProxy>);
+
 /// The proxies of every directed member-to-member link.
 #[derive(Debug)]
 pub struct EnsembleLinks {
     members: Vec<MemberPorts>,
     /// (from, to) → (quorum proxy, election proxy).
-    links: BTreeMap<(u32, u32), (Arc<FaultProxy>, Arc<FaultProxy>)>,
+    links: BTreeMap<(u32, u32), LinkProxies>,
 }
 
 impl EnsembleLinks {
@@ -110,7 +113,7 @@ impl EnsembleLinks {
         cfg
     }
 
-    fn pair(&self, a: u32, b: u32) -> Result<[&(Arc<FaultProxy>, Arc<FaultProxy>); 2], Error> {
+    fn pair(&self, a: u32, b: u32) -> Result<[&LinkProxies; 2], Error> {
         match (self.links.get(&(a, b)), self.links.get(&(b, a))) {
             (Some(x), Some(y)) => Ok([x, y]),
             _ => Err(Error::Setup(format!("no link between members {a} and {b}"))),
