@@ -160,9 +160,11 @@ async fn locks_under_server_and_holder_kills() {
 }
 
 /// Disk full: the data dir on a 48 MiB tmpfs (root only), filled to ENOSPC and freed. The
-/// server is the same library in `zkit-verify serve`, with 256 KiB WAL segments so that a full
-/// disk bites at the next segment roll (`zkit serve` pre-allocates 64 MiB segments and has no
-/// flag to shrink them).
+/// server is the same library in `zkit-verify serve`, with 4 KiB WAL segments: a segment is
+/// pre-allocated when it is opened, so a full disk only bites at the next roll, and with tiny
+/// segments a roll comes every few dozen writes, so each full window sees one unless writes
+/// stop altogether (with 256 KiB segments a roll came every few seconds and could miss every
+/// window). `zkit serve` pre-allocates 64 MiB segments and has no flag to shrink them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_under_disk_full() {
     let root = std::process::Command::new("id")
@@ -186,7 +188,7 @@ async fn set_under_disk_full() {
     let mut config = RunConfig::quick(
         Workload::Set,
         seed,
-        ServerCommand::embedded(bin.clone(), &["--wal-segment-size", "262144"]),
+        ServerCommand::embedded(bin.clone(), &["--wal-segment-size", "4096"]),
         bin,
         dir.path().join("run"),
     );
