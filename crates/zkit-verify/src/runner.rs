@@ -95,6 +95,12 @@ pub struct RunConfig {
     pub soak: bool,
     /// The command that replays this run (printed on failure).
     pub replay: String,
+    /// When set, the nemesis holds each fault until some operation succeeded since the last
+    /// fault healed (at most this long): every fault then hits a working system, which a test
+    /// that must see a fault do harm needs (a kill while clients are still reconnecting from
+    /// the last one loses nothing). Off by default: faults that land during a recovery are
+    /// worth testing too.
+    pub progress_between_faults: Option<Duration>,
 }
 
 impl RunConfig {
@@ -120,6 +126,7 @@ impl RunConfig {
             work_dir,
             soak: false,
             replay: String::new(),
+            progress_between_faults: None,
         }
     }
 
@@ -266,6 +273,8 @@ struct RecState {
     start: Instant,
     history: History,
     next_process: Process,
+    /// How many operations completed ok so far.
+    oks: tokio::sync::watch::Sender<u64>,
 }
 
 impl Recorder {
@@ -275,6 +284,7 @@ impl Recorder {
             start: Instant::now(),
             history: History::default(),
             next_process: 0,
+            oks: tokio::sync::watch::Sender::new(0),
         })))
     }
 
@@ -287,6 +297,11 @@ impl Recorder {
         self.state().start.elapsed()
     }
 
+    /// The number of operations completed ok so far, as it changes.
+    pub fn oks(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.state().oks.subscribe()
+    }
+
     /// A fresh process id.
     pub fn new_process(&self) -> Process {
         let mut s = self.state();
@@ -296,6 +311,9 @@ impl Recorder {
 
     fn push(&self, process: Process, kind: EventKind, op: Op, error: Option<String>) {
         let mut s = self.state();
+        if kind == EventKind::Ok {
+            s.oks.send_modify(|n| *n += 1);
+        }
         let index = s.history.events.len() + s.history.faults.len();
         let time = u64::try_from(s.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         s.history.events.push(Event {
@@ -767,14 +785,19 @@ async fn churn(direct: String, stop: Cancel, root: String, timeout: Duration) {
     }
 }
 
-/// The nemesis task: plays `schedule`, sending client kills to the client loops.
+/// The nemesis task: plays `schedule`, sending client kills to the client loops. With
+/// `progress`, each fault first waits (at most that long) for an operation to succeed after the
+/// previous fault healed.
 async fn play(
     schedule: Schedule,
     mut nemeses: Vec<Box<dyn Nemesis>>,
     recorder: Recorder,
     kills: HashMap<u32, mpsc::UnboundedSender<()>>,
     stop: Cancel,
+    progress: Option<Duration>,
 ) {
+    let mut oks = recorder.oks();
+    let mut healed_at = *oks.borrow_and_update();
     for planned in schedule.planned {
         let wait = planned
             .at
@@ -783,6 +806,13 @@ async fn play(
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = stop.cancelled() => return,
+        }
+        if let Some(bound) = progress {
+            // A bounded wait on a condition: without progress the fault goes ahead anyway.
+            tokio::select! {
+                _ = tokio::time::timeout(bound, oks.wait_for(|n| *n > healed_at)) => {}
+                () = stop.cancelled() => return,
+            }
         }
         if let Fault::KillClient { client } = planned.fault {
             recorder.fault(FaultPhase::Start, &planned.fault, None);
@@ -805,6 +835,7 @@ async fn play(
         tokio::time::sleep(planned.fault.duration()).await;
         let note = n.heal(&planned.fault).await;
         recorder.fault(FaultPhase::End, &planned.fault, Some(note_of(note)));
+        healed_at = *oks.borrow_and_update();
     }
 }
 
@@ -964,6 +995,7 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
         recorder.clone(),
         kills,
         stop.clone(),
+        config.progress_between_faults,
     ));
 
     tokio::time::sleep(config.duration).await;

@@ -45,6 +45,9 @@ async fn broken(workload: Workload, faults: &[FaultKind], failpoint: &str, seed:
     );
     config.faults = faults.to_vec();
     config.duration = Duration::from_secs(6);
+    // Each kill waits for a write acknowledged since the last restart: a kill that lands while
+    // the clients are still reconnecting finds no acknowledged-but-unwritten write to lose.
+    config.progress_between_faults = Some(config.op_timeout);
     let result = run(config).await.expect("the run could not be set up");
     eprintln!("{}", result.failure_report());
     result
