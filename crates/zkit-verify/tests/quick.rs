@@ -40,6 +40,10 @@ async fn quick(
         dir.path().join("run"),
     );
     config.faults = faults.to_vec();
+    // A quick run is short: each fault waits for the system to work again after the last one
+    // (a debug `zkit serve` can take longer than a session timeout to recover after a kill, and
+    // a kill that follows at once left the lock clients with nothing but expired sessions).
+    config.progress_between_faults = Some(config.op_timeout);
     config.replay =
         format!("ZKIT_VERIFY_SEED={seed} cargo nextest run -p zkit-verify -E 'test({name})'");
     let result = run(config).await.expect("the run could not be set up");
