@@ -73,6 +73,9 @@ pub(crate) struct Pipeline {
     /// Connections closed by a storage failure whose queued messages must not reach the
     /// rebuilt core (removed when their `Closed` arrives).
     dropped: HashSet<ConnId>,
+    /// The stale-read cache of the `STALE_READS` fail point (tests only).
+    #[cfg(feature = "failpoints")]
+    stale_reads: StaleReads,
 }
 
 impl Pipeline {
@@ -86,6 +89,8 @@ impl Pipeline {
             in_flight: VecDeque::new(),
             touched: Vec::new(),
             dropped: HashSet::new(),
+            #[cfg(feature = "failpoints")]
+            stale_reads: StaleReads::default(),
         }
     }
 
@@ -231,7 +236,10 @@ impl Pipeline {
     /// starts writing them at once), the messages wait behind every batch still in flight — or
     /// leave now if there is none and the batch wrote nothing.
     fn end_batch(&mut self) {
-        let ready = self.core.ready();
+        #[cfg_attr(not(feature = "failpoints"), allow(unused_mut))]
+        let mut ready = self.core.ready();
+        #[cfg(feature = "failpoints")]
+        self.stale_reads.serve(&mut ready.messages);
         if ready.txns.is_empty() {
             if ready.messages.is_empty() && self.batch_received.is_empty() {
                 return;
@@ -371,6 +379,42 @@ impl Pipeline {
         self.metrics
             .outstanding
             .fetch_sub(i64::try_from(answered).unwrap_or(i64::MAX), Relaxed);
+    }
+}
+
+/// Broken on purpose (fail point `STALE_READS`, `return(MS)`; tests only): a getData reply is
+/// replaced by the first reply for the same node (by czxid) given in the last MS, a read cache
+/// that writes never invalidate. It proves that the verification checkers catch stale reads.
+#[cfg(feature = "failpoints")]
+#[derive(Default)]
+struct StaleReads(HashMap<i64, (Instant, zkit_proto::Response)>);
+
+#[cfg(feature = "failpoints")]
+impl StaleReads {
+    fn serve(&mut self, messages: &mut [(ConnId, Outbound)]) {
+        use crate::storage::failpoint;
+        let Some(max_age) = fail::eval(failpoint::STALE_READS, failpoint::millis_arg) else {
+            self.0.clear();
+            return;
+        };
+        let now = Instant::now();
+        for (_, message) in messages {
+            let Outbound::Reply { header, body } = message else {
+                continue;
+            };
+            let zkit_proto::Response::GetData { stat, .. } = body else {
+                continue;
+            };
+            if header.err != 0 {
+                continue;
+            }
+            match self.0.get(&stat.czxid) {
+                Some((at, cached)) if now.duration_since(*at) < max_age => *body = cached.clone(),
+                _ => {
+                    self.0.insert(stat.czxid, (now, body.clone()));
+                }
+            }
+        }
     }
 }
 
