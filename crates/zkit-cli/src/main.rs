@@ -119,8 +119,48 @@ async fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("Error: {err:#}");
+            eprintln!("Error: {}", error_chain(&err));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes joined with `: `, each said once: many errors already end their
+/// message with their cause's (`cannot listen on A: Address already in use`), and printing the
+/// chain as well would repeat it.
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use");
+        let err = anyhow::Error::new(zkit_server::Error::Bind {
+            addr: "127.0.0.1:2181".parse().expect("addr"),
+            source: io,
+        })
+        .context("starting the server");
+        assert_eq!(
+            error_chain(&err),
+            "starting the server: cannot listen on 127.0.0.1:2181: Address already in use"
+        );
+        // A cause the message does not contain is still shown.
+        let err = anyhow::anyhow!("disk full").context("writing /a");
+        assert_eq!(error_chain(&err), "writing /a: disk full");
     }
 }
