@@ -10,6 +10,8 @@ pub mod child;
 pub mod config;
 pub mod demo;
 pub mod elect;
+pub mod export;
+pub mod import;
 pub mod lock;
 pub mod node;
 pub mod proc;
