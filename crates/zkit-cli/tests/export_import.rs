@@ -207,7 +207,11 @@ async fn round_trip_zkit_ensemble_zkit() {
         .create(&format!("{root}/q/item-"), b"", &seq)
         .await
         .unwrap();
-    assert_eq!(n.into_i64(), 3, "the number the source would have given next");
+    assert_eq!(
+        n.into_i64(),
+        3,
+        "the number the source would have given next"
+    );
 
     let file2 = dir.path().join("2.jsonl");
     zkit_ok(&[

@@ -30,6 +30,8 @@
 //! - [`limits`]: connections per client IP, requests in flight per connection.
 //! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`).
 //! - [`zoo_cfg`]: reads `zoo.cfg` (and its TOML form) into a [`ServerConfig`].
+//! - [`apache_import`]: an Apache ZooKeeper data dir (snapshot + txn logs) into a fresh zkit
+//!   data dir (`zkit serve --import-apache`).
 //! - [`storage`]: where txns become durable before replies leave: in memory, or with a data
 //!   dir a write-ahead log with group commit, background snapshots and crash recovery.
 //!
@@ -39,6 +41,7 @@
 #![deny(missing_docs)]
 
 mod admin_http;
+pub mod apache_import;
 pub mod config;
 mod connection;
 mod four_letter;

@@ -19,6 +19,16 @@ pub fn apache_zk_script() -> PathBuf {
 /// When they are missing and `CI` is set: CI must run the ensemble tests.
 #[track_caller]
 pub fn ensemble_available() -> bool {
+    apache_installed("ensemble")
+}
+
+/// Whether Java and Debian's ZooKeeper are installed, for tests that start their own Apache
+/// server through `scripts/apache-zk`. Prints `SKIP {what}: …` when not.
+///
+/// # Panics
+/// When they are missing and `CI` is set.
+#[track_caller]
+pub fn apache_installed(what: &str) -> bool {
     let jar = Path::new("/usr/share/java/zookeeper.jar").is_file();
     let java = std::process::Command::new("java")
         .arg("-version")
@@ -32,9 +42,9 @@ pub fn ensemble_available() -> bool {
     let why = "Java or Debian's zookeeper package missing (scripts/apache-zk install)";
     assert!(
         std::env::var_os("CI").is_none(),
-        "cannot start an Apache ZooKeeper ensemble under CI: {why}"
+        "cannot start Apache ZooKeeper ({what}) under CI: {why}"
     );
-    eprintln!("SKIP ensemble: {why}");
+    eprintln!("SKIP {what}: {why}");
     false
 }
 

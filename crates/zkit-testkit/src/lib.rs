@@ -25,7 +25,7 @@ pub mod fault_proxy;
 pub mod process;
 pub mod target;
 
-pub use ensemble::{ensemble_available, Ensemble};
+pub use ensemble::{apache_installed, ensemble_available, Ensemble};
 pub use fault_proxy::FaultProxy;
 pub use process::{kill9, zkit_bin, ChildGuard};
 pub use target::{apache_ensemble, targets, Target, TargetKind};
