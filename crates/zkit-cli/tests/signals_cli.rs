@@ -91,17 +91,39 @@ impl Scene {
                 c.args(extra);
             }
         }
+        // A member says `member NAME ready` on stdout once registered.
+        let stdout = match wrapper {
+            Wrapper::ProcMember => Stdio::piped(),
+            Wrapper::Lock | Wrapper::Elect => Stdio::null(),
+        };
         c.env("MARK", self.file("mark"))
             .env("OVERLAP", self.file("overlap"))
             .env("LOG", self.file(&format!("log-{id}")))
             .env("LOG_NEXT", self.file("log-next"))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .kill_on_drop(true);
         c.spawn().expect("spawn zkit")
     }
 
-    /// For `proc member`: a coordinator that starts instance `i1` on member `m1`.
+    /// For `proc member` (`first`): once the member is registered, a coordinator that starts
+    /// instance `i1` on it (started earlier, it would find no live member `m1` and abort).
+    async fn coordinator_for(&self, wrapper: Wrapper, first: &mut Child) -> Option<Child> {
+        use tokio::io::AsyncBufReadExt as _;
+        if !matches!(wrapper, Wrapper::ProcMember) {
+            return None;
+        }
+        let stdout = first.stdout.take().expect("member stdout");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the member registers in time")
+            .expect("read the member's stdout");
+        assert_eq!(ready.as_deref(), Some("member m1 ready"));
+        Some(self.coordinator())
+    }
+
+    /// A coordinator that starts instance `i1` on member `m1`.
     fn coordinator(&self) -> Child {
         Command::new(env!("CARGO_BIN_EXE_zkit"))
             .args([
@@ -213,7 +235,7 @@ async fn sigterm_is_passed_on_and_waited_for(wrapper: Wrapper) {
     // would start one session timeout later, well within this test's bounds.
     let quick = ["--session-timeout", "2s", "--grace", "10s"];
     let mut first = scene.spawn(wrapper, "m1", HOLDER, &quick);
-    let coordinator = matches!(wrapper, Wrapper::ProcMember).then(|| scene.coordinator());
+    let coordinator = scene.coordinator_for(wrapper, &mut first).await;
     let pid = scene.started("m1").await;
     let _cleanup = KillOnDrop(vec![pid]);
     let mut next = match wrapper {
@@ -263,7 +285,7 @@ async fn stubborn_cmd_is_killed_after_the_grace(wrapper: Wrapper) {
     let scene = Scene::new().await;
     let grace = Duration::from_secs(1);
     let mut first = scene.spawn(wrapper, "m1", STUBBORN, &["--grace", "1s"]);
-    let coordinator = matches!(wrapper, Wrapper::ProcMember).then(|| scene.coordinator());
+    let coordinator = scene.coordinator_for(wrapper, &mut first).await;
     let pid = scene.started("m1").await;
     let _cleanup = KillOnDrop(vec![pid]);
     let signalled = Instant::now();
@@ -288,7 +310,7 @@ async fn stubborn_cmd_is_killed_after_the_grace(wrapper: Wrapper) {
 async fn kill9_of_zkit_kills_cmd(wrapper: Wrapper) {
     let scene = Scene::new().await;
     let mut first = scene.spawn(wrapper, "m1", HOLDER, &[]);
-    let coordinator = matches!(wrapper, Wrapper::ProcMember).then(|| scene.coordinator());
+    let coordinator = scene.coordinator_for(wrapper, &mut first).await;
     let pid = scene.started("m1").await;
     let _cleanup = KillOnDrop(vec![pid]);
     signal(&first, libc::SIGKILL);
