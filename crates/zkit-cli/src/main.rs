@@ -31,6 +31,10 @@ enum Command {
     /// Read or replace a node's ACL.
     #[command(subcommand)]
     Acl(cmd::admin::AclCommand),
+    /// Write the tree (data, ACLs, modes) as JSON lines, for `zkit import`.
+    Export(cmd::export::ExportArgs),
+    /// Load what `zkit export` wrote into a server.
+    Import(cmd::import::ImportArgs),
     /// Run a command while holding a distributed lock (like flock(1)).
     Lock(cmd::lock::LockArgs),
     /// The watched configuration store: set, get, watch, import, export.
@@ -98,6 +102,8 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args).await,
         Command::Admin(command) => cmd::admin::run(command).await,
         Command::Acl(command) => cmd::admin::run_acl(command).await,
+        Command::Export(args) => cmd::export::run(args).await.map(exit_code),
+        Command::Import(args) => cmd::import::run(args).await.map(exit_code),
         Command::Lock(args) => cmd::lock::run(args).await.map(exit_code),
         Command::Config(args) => cmd::config::run(args).await.map(exit_code),
         Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),

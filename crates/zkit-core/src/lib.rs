@@ -30,6 +30,8 @@
 //! - [`acl`]: ACL fix-up, digest ids, the permission check (ops and watch delivery).
 //! - `prep`: request → [`TxnOp`] validation in Apache's check order, with a multi overlay.
 //! - [`txn`]: [`Txn`]/[`TxnOp`] and their binary encoding.
+//! - [`image`]: a core built from another server's persisted nodes and sessions (importing
+//!   an Apache ZooKeeper data dir).
 //! - `snapshot`: [`Core::snapshot_capture`] (cheap, then serialized off the caller's path),
 //!   [`Core::snapshot`], [`Core::restore`], [`Core::dump`].
 //! - `conn`: [`ConnId`] and what the core keeps per connection (session, auth ids, peer).
@@ -48,6 +50,7 @@ pub mod acl;
 mod conn;
 pub mod digest;
 mod machine;
+pub mod image;
 pub mod path;
 mod prep;
 pub mod session;

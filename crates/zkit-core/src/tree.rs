@@ -746,6 +746,38 @@ impl DataTree {
         Ok(())
     }
 
+    /// Restore from another server's state: one node with its stored stat, not yet linked to
+    /// its parent. The ACL list is interned (a list shared by many nodes is kept once).
+    pub(crate) fn restore_node(
+        &mut self,
+        p: &str,
+        data: Option<&[u8]>,
+        acl: &[Acl],
+        stored: &crate::image::StoredStat,
+    ) -> Result<(), String> {
+        if p != "/" && path::validate_path(p).is_err() {
+            return Err(format!("invalid path {p:?}"));
+        }
+        let hash = self.hash(p);
+        if lookup(&self.index, &self.slots, hash, p.as_bytes()).is_some() {
+            return Err(format!("duplicate path {p}"));
+        }
+        let meta = Meta {
+            czxid: stored.czxid,
+            mzxid: stored.mzxid,
+            ctime: stored.ctime,
+            mtime: stored.mtime,
+            version: stored.version,
+            cversion: stored.cversion,
+            aversion: stored.aversion,
+            ephemeral_owner: stored.ephemeral_owner,
+            pzxid: stored.pzxid,
+            acl: self.acls.intern(acl),
+        };
+        self.insert_unlinked(record::encode(&meta, p, data), hash);
+        Ok(())
+    }
+
     /// Restore: links every node under its parent and drops ACL lists no node uses.
     pub(crate) fn restore_finish(&mut self) -> Result<(), String> {
         self.link_all()?;

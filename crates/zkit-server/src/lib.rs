@@ -35,6 +35,8 @@
 //!   the [`AdminHandler`] hook that serves its other paths (the dashboard).
 //! - `error`: [`Error`], why a server could not start or stopped.
 //! - [`zoo_cfg`]: reads `zoo.cfg` (and its TOML form) into a [`ServerConfig`].
+//! - [`apache_import`]: an Apache ZooKeeper data dir (snapshot + txn logs) into a fresh zkit
+//!   data dir (`zkit serve --import-apache`).
 //! - [`storage`]: where txns become durable before replies leave: in memory, or with a data
 //!   dir a write-ahead log with group commit, background snapshots and crash recovery.
 //! - [`testing`]: [`testing::TestingCluster`], N independent embedded servers behind fixed
@@ -48,6 +50,7 @@
 #![deny(missing_docs)]
 
 mod admin_http;
+pub mod apache_import;
 pub mod config;
 mod connection;
 mod error;

@@ -15,6 +15,10 @@
 //!   dropped or [`FaultProxy::unstall`]), while new connections pass normally: a half-dead TCP
 //!   connection that only the client's own timeout can detect, after which its reconnect works.
 //!
+//! In front of an ensemble (a connect string `h1:p1,h2:p2,…`), it listens once per member and
+//! [`FaultProxy::connect_string`] names all of its listeners: a fault then applies to the link
+//! to every member, as a partition of the client's machine does.
+//!
 //! It only moves bytes; it never parses them. It listens on `127.0.0.1` only.
 
 use std::collections::HashMap;
@@ -27,20 +31,25 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// A TCP proxy on `127.0.0.1:<ephemeral port>` forwarding to one upstream address.
+/// A TCP proxy on `127.0.0.1:<ephemeral port>` (one per upstream member) forwarding to the
+/// upstream address(es).
 ///
 /// Dropping it stops the listener and closes every connection (asynchronously: the tasks are
 /// aborted and the runtime drops their sockets); [`FaultProxy::shutdown`] does the same and
 /// waits for it.
 #[derive(Debug)]
 pub struct FaultProxy {
-    addr: SocketAddr,
+    /// One listener per upstream member, in the connect string's order.
+    addrs: Vec<SocketAddr>,
+    /// The connect string's chroot suffix (`/app`), or empty.
+    chroot: String,
     shared: Arc<Shared>,
-    accept_task: Option<JoinHandle<()>>,
+    accept_tasks: Vec<JoinHandle<()>>,
 }
 
 #[derive(Debug)]
 struct Shared {
+    /// What [`FaultProxy::start`] was given.
     upstream: String,
     /// `true` while paused; connection tasks wait for `false` before moving any byte.
     paused: watch::Sender<bool>,
@@ -79,36 +88,66 @@ impl Shared {
 }
 
 impl FaultProxy {
-    /// Starts a proxy in front of `upstream` (`host:port`), resolved on each new connection.
+    /// Starts a proxy in front of `upstream`: `host:port`, or a connect string
+    /// `h1:p1,h2:p2,…[/chroot]` (one listener per member). Members are resolved on each new
+    /// connection.
     ///
     /// Must be called inside a tokio runtime; the proxy's tasks run on it.
     ///
     /// # Errors
-    /// When binding the loopback listener fails.
+    /// When binding a loopback listener fails, or `upstream` names no host.
     pub async fn start(upstream: impl Into<String>) -> io::Result<FaultProxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
+        let upstream = upstream.into();
+        let (hosts, chroot) = match upstream.find('/') {
+            Some(at) => upstream.split_at(at),
+            None => (upstream.as_str(), ""),
+        };
+        let members: Vec<String> = hosts
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if members.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no upstream host in {upstream:?}"),
+            ));
+        }
         let shared = Arc::new(Shared {
-            upstream: upstream.into(),
+            upstream: upstream.clone(),
             paused: watch::Sender::new(false),
             conns: Mutex::new(Conns::default()),
         });
-        let accept_task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+        let mut addrs = Vec::new();
+        let mut accept_tasks = Vec::new();
+        for member in members {
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            addrs.push(listener.local_addr()?);
+            accept_tasks.push(tokio::spawn(accept_loop(
+                listener,
+                member,
+                Arc::clone(&shared),
+            )));
+        }
         Ok(FaultProxy {
-            addr,
+            addrs,
+            chroot: chroot.to_owned(),
             shared,
-            accept_task: Some(accept_task),
+            accept_tasks,
         })
     }
 
-    /// The address clients connect to.
+    /// The address clients connect to (the first member's listener, for an ensemble).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addrs[0]
     }
 
-    /// The address as `host:port`, the form ZooKeeper connect strings use.
+    /// The listeners as a ZooKeeper connect string: `127.0.0.1:P` or, in front of an
+    /// ensemble, `127.0.0.1:P1,127.0.0.1:P2,…`, with the upstream's chroot.
     pub fn connect_string(&self) -> String {
-        self.addr.to_string()
+        let hosts: Vec<String> = self.addrs.iter().map(SocketAddr::to_string).collect();
+        format!("{}{}", hosts.join(","), self.chroot)
     }
 
     /// The upstream address this proxy forwards to.
@@ -199,7 +238,7 @@ impl FaultProxy {
 
     /// Stops listening, closes every connection and waits until all sockets are closed.
     pub async fn shutdown(mut self) {
-        if let Some(task) = self.accept_task.take() {
+        for task in std::mem::take(&mut self.accept_tasks) {
             task.abort();
             let _ = task.await;
         }
@@ -209,7 +248,7 @@ impl FaultProxy {
 
 impl Drop for FaultProxy {
     fn drop(&mut self) {
-        if let Some(task) = self.accept_task.take() {
+        for task in self.accept_tasks.drain(..) {
             task.abort();
         }
         for (_, conn) in self.shared.conns().open.drain() {
@@ -218,7 +257,8 @@ impl Drop for FaultProxy {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+async fn accept_loop(listener: TcpListener, member: String, shared: Arc<Shared>) {
+    let member: Arc<str> = member.into();
     loop {
         let (client, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -238,8 +278,9 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         conns.accepted += 1;
         let task_shared = Arc::clone(&shared);
         let (control, control_rx) = watch::channel(Control::default());
+        let task_member = Arc::clone(&member);
         let task = tokio::spawn(async move {
-            let _ = proxy_connection(client, &task_shared, control_rx).await;
+            let _ = proxy_connection(client, &task_member, &task_shared, control_rx).await;
             task_shared.conns().open.remove(&id);
         });
         conns.open.insert(id, Conn { task, control });
@@ -248,6 +289,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 
 async fn proxy_connection(
     mut client: TcpStream,
+    member: &str,
     shared: &Shared,
     mut control: watch::Receiver<Control>,
 ) -> io::Result<()> {
@@ -257,7 +299,7 @@ async fn proxy_connection(
         () = wait_unpaused(&mut paused) => {}
         _ = control.wait_for(|c| c.reset) => return reset(&client, None),
     }
-    let mut upstream = TcpStream::connect(shared.upstream.as_str()).await?;
+    let mut upstream = TcpStream::connect(member).await?;
     let _ = upstream.set_nodelay(true);
     let result = {
         let (client_rd, client_wr) = client.split();

@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// first bad record on (by default the server refuses and names file and offset).
     #[arg(long)]
     pub truncate_corrupt: bool,
+    /// First load an Apache ZooKeeper data dir (its newest valid `version-2/snapshot.*` and
+    /// the `log.*` txns after it: tree, ACLs, sessions, ephemerals, TTL and container nodes)
+    /// into --data-dir, which must be new or empty; then serve it.
+    #[arg(long, value_name = "DIR", conflicts_with = "in_memory")]
+    pub import_apache: Option<PathBuf>,
 }
 
 fn parse_fsync(text: &str) -> Result<FsyncMode, String> {
@@ -186,6 +191,27 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     }
 
     let mut config = server_config(&args, file);
+    if let Some(apache) = args.import_apache.clone() {
+        let for_import = config.clone();
+        let report = tokio::task::spawn_blocking(move || {
+            zkit_server::apache_import::import_for_server(&apache, &for_import)
+        })
+        .await
+        .context("the import task")?
+        .context("cannot import the Apache ZooKeeper data dir")?;
+        tracing::info!(
+            source = %report.source.display(),
+            snapshot_zxid = report.snapshot_zxid.map(|z| format!("{z:#x}")),
+            replayed = report.replayed,
+            nodes = report.nodes,
+            sessions = report.sessions,
+            last_zxid = format_args!("{:#x}", report.last_zxid),
+            "imported an Apache ZooKeeper data dir"
+        );
+        for torn in &report.torn_logs {
+            tracing::warn!(file = %torn.display(), "the log ended in a record cut short (a crash while writing); imported up to it");
+        }
+    }
     // The web dashboard at `/` of the admin endpoint; it connects once the client port is known.
     let dashboard = config.admin_listen.map(|_| super::ui::mount());
     if let Some(mount) = &dashboard {
