@@ -51,7 +51,7 @@ pub struct ImageBuilder {
 impl ImageBuilder {
     /// An empty image for a core with `config`; `now` as in [`Core::new`].
     pub fn new(config: Config, now: i64) -> ImageBuilder {
-        let tree = DataTree::empty(config.extended_types);
+        let tree = DataTree::empty(config.extended_types, config.hash_seed);
         ImageBuilder {
             config,
             now,

@@ -41,7 +41,7 @@ impl Core {
         Core::with_tree(config, now, tree)
     }
 
-    fn with_tree(config: Config, now: i64, tree: DataTree) -> Core {
+    pub(crate) fn with_tree(config: Config, now: i64, tree: DataTree) -> Core {
         let next_session_id = session::initial_session_id(now, config.server_id);
         let next_reap = now.saturating_add(config.container_check_interval_ms.max(1) as i64);
         Core {
