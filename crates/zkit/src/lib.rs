@@ -21,6 +21,9 @@
 //!   node recreated after session loss.
 //! - [`procedure`]: HBase-style two-phase distributed procedures (coordinator and members).
 //! - [`txn`]: a two-phase-commit coordinator with crash recovery, and participants.
+//! - [`ledger`]: the replicated ledger's client (BookKeeper-style): [`ledger::LedgerClient`]
+//!   creates, writes, recovers and reads ledgers on `zkit_bookie` bookies, with the metadata
+//!   in ZooKeeper; auto-recovery re-replicates the ledgers of a lost bookie.
 //!
 //! Every recipe takes a [`Session`] (not a raw client), fetches the current client for each
 //! operation, and reports session loss instead of silently carrying on.
@@ -33,6 +36,7 @@ pub mod counter;
 pub mod election;
 pub mod error;
 pub mod group;
+pub mod ledger;
 pub mod lock;
 pub mod persistent_node;
 pub mod procedure;
