@@ -43,6 +43,8 @@ enum Command {
     /// Two-phase-commit transactions: participants, coordinators, inspection, demo.
     #[command(subcommand)]
     Txn(cmd::txn::TxnCommand),
+    /// Run a bookie: the replicated ledger's storage server.
+    Bookie(cmd::bookie::BookieArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -96,6 +98,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),
         Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
         Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
+        Command::Bookie(args) => cmd::bookie::run(args).await,
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Server(args)) => {
             cmd::bench_server::run(args).await.map(exit_code)

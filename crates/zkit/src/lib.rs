@@ -23,7 +23,8 @@
 //! - [`txn`]: a two-phase-commit coordinator with crash recovery, and participants.
 //! - [`ledger`]: the replicated ledger's client (BookKeeper-style): [`ledger::LedgerClient`]
 //!   creates, writes, recovers and reads ledgers on `zkit_bookie` bookies, with the metadata
-//!   in ZooKeeper; auto-recovery re-replicates the ledgers of a lost bookie.
+//!   in ZooKeeper; auto-recovery re-replicates the ledgers of a lost bookie;
+//!   [`ledger::ZkRegistrationManager`] registers bookies.
 //!
 //! Every recipe takes a [`Session`] (not a raw client), fetches the current client for each
 //! operation, and reports session loss instead of silently carrying on.

@@ -6,6 +6,7 @@ pub mod bench_lock;
 pub mod bench_proc;
 pub mod bench_server;
 pub mod bench_txn;
+pub mod bookie;
 pub mod config;
 pub mod demo;
 pub mod elect;

@@ -253,7 +253,7 @@ fn hangup_signals() -> Result<tokio::sync::mpsc::Receiver<()>> {
 /// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called, not when the
 /// future is first polled.
 #[cfg(unix)]
-fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
+pub(crate) fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
@@ -266,7 +266,7 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
 }
 
 #[cfg(not(unix))]
-fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
+pub(crate) fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     Ok(async {
         let _ = tokio::signal::ctrl_c().await;
     })

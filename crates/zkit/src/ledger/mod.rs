@@ -15,6 +15,8 @@
 //! - `recovery`: fencing, recovery reads, re-replication and the close.
 //! - [`auditor`]: the auditor (one per cluster, elected) that marks the ledgers of a lost
 //!   bookie under-replicated, and the replication workers that copy them back to `Qw` copies.
+//! - [`registration`]: [`ZkRegistrationManager`], the ZooKeeper-backed
+//!   [`zkit_bookie::RegistrationManager`] bookies announce themselves with.
 //!
 //! # Guarantees
 //! - An entry is acknowledged once `Qa` bookies of its write set stored it durably and every
@@ -33,6 +35,7 @@ pub mod metadata;
 pub mod pipeline;
 pub mod reader;
 mod recovery;
+pub mod registration;
 pub mod schedule;
 pub mod writer;
 
@@ -46,6 +49,7 @@ use zkit_bookie::ClientOptions;
 pub use auditor::{AutoRecovery, AutoRecoveryOptions};
 pub use layout::{LedgerMetadata, LedgerState};
 pub use reader::{LedgerEntry, LedgerReader};
+pub use registration::ZkRegistrationManager;
 pub use writer::{LedgerWriter, PendingAdd};
 pub use zkit_bookie::protocol::entry::DigestType as Digest;
 

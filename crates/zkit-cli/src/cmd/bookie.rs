@@ -1,0 +1,106 @@
+//! `zkit bookie`: run a bookie (the ledger's storage server) in the foreground until
+//! SIGINT/SIGTERM, then stop gracefully (answer what was received, checkpoint, unregister).
+//!
+//! It registers in ZooKeeper (`--server`) under `/ledgers/available/HOST:PORT`, and keeps its
+//! cookie there and in its dirs: a wiped or swapped data dir is refused at start. Every
+//! acknowledged add is in the fsynced journal first (`--fsync always`, the default).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use zkit::ledger::ZkRegistrationManager;
+use zkit::{Session, SessionOptions};
+use zkit_bookie::storage::FsyncMode;
+use zkit_bookie::{Bookie, BookieConfig};
+
+/// When the journal is fdatasynced.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Fsync {
+    /// Before acknowledging each add (group-committed).
+    Always,
+    /// Never (tests and benchmarks only): survives a process crash, not a power loss.
+    Never,
+}
+
+/// Options of `zkit bookie`.
+#[derive(Debug, Args)]
+pub struct BookieArgs {
+    /// Port to serve the bookie protocol on; with the host, the bookie's id (`HOST:PORT`).
+    #[arg(long)]
+    pub port: u16,
+    /// Address to listen on and register [default: 127.0.0.1].
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Ledger dir: entry logs, index, checkpoints, cookie (created if missing).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Journal dir [default: the data dir].
+    #[arg(long)]
+    pub journal_dir: Option<PathBuf>,
+    /// ZooKeeper connect string (zkit serve or Apache ZooKeeper).
+    #[arg(long)]
+    pub server: String,
+    /// Journal sync policy.
+    #[arg(long, value_enum, default_value = "always")]
+    pub fsync: Fsync,
+    /// Serve Prometheus `/metrics` over HTTP on this port (same host).
+    #[arg(long)]
+    pub metrics_port: Option<u16>,
+    /// ZooKeeper session timeout (`10s`): how long a killed bookie stays registered.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub session_timeout: Duration,
+    /// The log filter [default: RUST_LOG, else info].
+    #[arg(long)]
+    pub log_level: Option<String>,
+}
+
+/// Runs the bookie until a signal arrives.
+pub async fn run(args: BookieArgs) -> Result<ExitCode> {
+    let shutdown = super::serve::shutdown_signal()?;
+    let filter = match &args.log_level {
+        Some(l) => tracing_subscriber::EnvFilter::try_new(l).context("bad --log-level")?,
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+
+    let session = Session::connect(
+        &args.server,
+        SessionOptions::default().with_session_timeout(args.session_timeout),
+    )
+    .await
+    .with_context(|| format!("cannot connect to ZooKeeper at {}", args.server))?;
+    let registration = Arc::new(ZkRegistrationManager::new(&session));
+    let mut config = BookieConfig::new(SocketAddr::new(args.host, args.port), &args.data_dir);
+    config.journal_dir = args.journal_dir.clone();
+    config.storage.fsync = match args.fsync {
+        Fsync::Always => FsyncMode::Always,
+        Fsync::Never => FsyncMode::Never,
+    };
+    config.metrics = args.metrics_port.map(|p| SocketAddr::new(args.host, p));
+    let bookie = Bookie::start(config, registration)
+        .await
+        .context("cannot start the bookie")?;
+    // On stdout, alone on its line, so scripts and tests know it is serving.
+    println!(
+        "zkit bookie {} listening on {}",
+        bookie.bookie_id(),
+        bookie.addr()
+    );
+    if let Some(m) = bookie.metrics_addr() {
+        println!("zkit bookie metrics on http://{m}/metrics");
+    }
+    shutdown.await;
+    tracing::info!("signal received, stopping");
+    bookie.stop().await;
+    session.close();
+    Ok(ExitCode::SUCCESS)
+}
