@@ -43,11 +43,31 @@ enum Command {
     /// Two-phase-commit transactions: participants, coordinators, inspection, demo.
     #[command(subcommand)]
     Txn(cmd::txn::TxnCommand),
-    /// Run a bookie: the replicated ledger's storage server.
-    Bookie(cmd::bookie::BookieArgs),
+    /// Run a bookie: the replicated ledger's storage server (`zkit bookie ls`: list bookies).
+    Bookie(BookieCli),
+    /// The replicated ledger: write, read, list, recover, audit.
+    #[command(subcommand)]
+    Ledger(cmd::ledger::LedgerCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+/// `zkit bookie`: run a bookie (flags), or a bookie subcommand.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct BookieCli {
+    #[command(subcommand)]
+    command: Option<BookieCommand>,
+    #[command(flatten)]
+    run: Option<cmd::bookie::BookieArgs>,
+}
+
+/// `zkit bookie …` subcommands.
+#[derive(Debug, Subcommand)]
+enum BookieCommand {
+    /// List the registered bookies (writable and read-only).
+    Ls(cmd::ledger::LedgerCommon),
 }
 
 /// `zkit bench …`.
@@ -98,7 +118,17 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),
         Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
         Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
-        Command::Bookie(args) => cmd::bookie::run(args).await,
+        Command::Bookie(BookieCli {
+            command: Some(BookieCommand::Ls(common)),
+            ..
+        }) => cmd::ledger::bookie_ls(&common).await.map(ExitCode::from),
+        Command::Bookie(BookieCli {
+            run: Some(args), ..
+        }) => cmd::bookie::run(args).await,
+        Command::Bookie(BookieCli { .. }) => Err(anyhow::anyhow!(
+            "zkit bookie needs --port, --data-dir and --server (or a subcommand: ls)"
+        )),
+        Command::Ledger(command) => cmd::ledger::run(command).await.map(ExitCode::from),
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Server(args)) => {
             cmd::bench_server::run(args).await.map(exit_code)

@@ -10,6 +10,7 @@ pub mod bookie;
 pub mod config;
 pub mod demo;
 pub mod elect;
+pub mod ledger;
 pub mod lock;
 pub mod node;
 pub mod proc;

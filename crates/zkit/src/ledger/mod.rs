@@ -194,7 +194,7 @@ impl Default for LedgerOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
             speculative_read_delay: Duration::from_millis(100),
-            max_in_flight: 4096,
+            max_in_flight: 1000,
             read_window: 256,
             max_entry_size: zkit_bookie::protocol::DEFAULT_MAX_FRAME - 64 * 1024,
         }

@@ -70,6 +70,8 @@ struct Shared {
     ledger_id: i64,
     lac: AtomicI64,
     metadata: watch::Receiver<LedgerMetadata>,
+    /// Why the writer task ended, for commands sent after it did.
+    ended: std::sync::OnceLock<LedgerError>,
 }
 
 /// A writer of one ledger (BookKeeper's `LedgerHandle`, write side). Clones share the writer.
@@ -129,10 +131,13 @@ impl LedgerWriter {
     }
 
     async fn send(&self, cmd: Cmd) -> Result<(), LedgerError> {
-        self.tx
-            .send(cmd)
-            .await
-            .map_err(|_| LedgerError::LedgerClosed(self.shared.ledger_id))
+        self.tx.send(cmd).await.map_err(|_| {
+            self.shared
+                .ended
+                .get()
+                .cloned()
+                .unwrap_or(LedgerError::LedgerClosed(self.shared.ledger_id))
+        })
     }
 
     /// Submits one entry and returns at once (after waiting for room in the pipeline); the
@@ -258,6 +263,7 @@ pub(crate) fn start(p: WriterParams) -> LedgerWriter {
         ledger_id: p.ledger_id,
         lac: AtomicI64::new(p.lac),
         metadata: meta_rx,
+        ended: std::sync::OnceLock::new(),
     });
     let (_, ensemble) = p.metadata.last_ensemble();
     let ack_quorum = match p.mode {
@@ -581,6 +587,7 @@ impl Task {
             Some(Stop::Closed) | None => LedgerError::LedgerClosed(self.shared.ledger_id),
             Some(_) => self.error(),
         };
+        let _ = self.shared.ended.set(e.clone());
         for (_, w) in self.waiters {
             let _ = w.send(Err(e.clone()));
         }
