@@ -31,7 +31,11 @@ pub fn exercise(data: &[u8]) {
                     let mut again = BytesMut::new();
                     encode_request(&req, &mut again);
                     let back = decode_request(&mut again, usize::MAX >> 1);
-                    assert_eq!(back, Ok(Some(Decoded::Ok(req))), "request re-encoding differs");
+                    assert_eq!(
+                        back,
+                        Ok(Some(Decoded::Ok(req))),
+                        "request re-encoding differs"
+                    );
                     assert!(again.is_empty());
                 }
                 Ok(Some(Decoded::Bad { .. })) => assert!(buf.len() < before),

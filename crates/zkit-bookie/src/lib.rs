@@ -12,7 +12,7 @@
 //!   commit, entry logs, index, checkpoints, recovery) and an in-memory store.
 //! - [`cookie`]: the cookie that ties data dirs to a bookie and its cluster, and the startup
 //!   check that refuses wiped or swapped dirs.
-//! - [`registration`]: [`registration::RegistrationManager`], how a bookie announces itself
+//! - [`registration`] — [`registration::RegistrationManager`], how a bookie announces itself
 //!   (available / read-only) and keeps its cookie in the metadata store; an in-memory
 //!   implementation for tests (the ZooKeeper one lives in `zkit::ledger`).
 //! - [`server`]: the tokio shell: listener, pipelined connections, disk monitor (read-only

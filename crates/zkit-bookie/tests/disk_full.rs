@@ -135,7 +135,10 @@ async fn disk_full_turns_read_only_keeps_acknowledged_entries_and_recovers() {
         c.add(1, failed, key(), false, entry(failed)).await,
         Err(ClientError::Status(Status::ReadOnly))
     );
-    wait_until("read-only registration", || reg.read_only() == vec![id.clone()]).await;
+    wait_until("read-only registration", || {
+        reg.read_only() == vec![id.clone()]
+    })
+    .await;
     for &e in &acked {
         assert_eq!(c.read(1, e, None).await.unwrap(), entry(e), "entry {e}");
     }
@@ -153,7 +156,10 @@ async fn disk_full_turns_read_only_keeps_acknowledged_entries_and_recovers() {
         .await
         .expect("writable again once space returned")
         .unwrap();
-    wait_until("writable registration", || reg.available() == vec![id.clone()]).await;
+    wait_until("writable registration", || {
+        reg.available() == vec![id.clone()]
+    })
+    .await;
     for e in failed..failed + 10 {
         c.add(1, e, key(), false, entry(e)).await.unwrap();
         acked.push(e);
@@ -162,10 +168,16 @@ async fn disk_full_turns_read_only_keeps_acknowledged_entries_and_recovers() {
     bookie.stop().await;
 
     // A restart recovers every acknowledged entry.
-    let bookie = Bookie::start(config(&data, port), reg.clone()).await.unwrap();
+    let bookie = Bookie::start(config(&data, port), reg.clone())
+        .await
+        .unwrap();
     let c = client(bookie.addr()).await;
     for &e in &acked {
-        assert_eq!(c.read(1, e, None).await.unwrap(), entry(e), "entry {e} after restart");
+        assert_eq!(
+            c.read(1, e, None).await.unwrap(),
+            entry(e),
+            "entry {e} after restart"
+        );
     }
     c.close();
     bookie.stop().await;

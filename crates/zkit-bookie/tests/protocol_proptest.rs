@@ -231,8 +231,14 @@ proptest! {
 #[test]
 fn hostile_inputs() {
     let cases: &[(&str, &[u8])] = &[
-        ("a length prefix of exactly the limit with nothing after it", &[0, 0x50, 0, 0]),
-        ("a 4 GiB frame announced in 4 bytes", &[0xff, 0xff, 0xff, 0xff, 1, 1]),
+        (
+            "a length prefix of exactly the limit with nothing after it",
+            &[0, 0x50, 0, 0],
+        ),
+        (
+            "a 4 GiB frame announced in 4 bytes",
+            &[0xff, 0xff, 0xff, 0xff, 1, 1],
+        ),
         (
             "an add whose entry length field is u32::MAX",
             &[
@@ -243,7 +249,9 @@ fn hostile_inputs() {
         ),
         (
             "a ledger list response claiming u32::MAX ids",
-            &[0, 0, 0, 0x11, 1, 6, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff],
+            &[
+                0, 0, 0, 0x11, 1, 6, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+            ],
         ),
     ];
     for (what, case) in cases {

@@ -172,6 +172,22 @@ async fn read_only_rejects_adds_serves_reads_and_moves_the_registration() {
     .await;
     assert!(reg.read_only().is_empty());
 
+    // Free space under the low mark: read-only without any failed write.
+    storage.set_free_bytes(500);
+    tokio::time::timeout(WAIT, mode.wait_for(|ro| *ro))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        c.add(1, 2, key(), false, entry(1, 2)).await,
+        Err(ClientError::Status(Status::ReadOnly))
+    );
+    storage.set_free_bytes(10_000);
+    tokio::time::timeout(WAIT, mode.wait_for(|ro| !ro))
+        .await
+        .unwrap()
+        .unwrap();
+
     // Forced by an operator.
     bookie.force_read_only(true);
     assert_eq!(

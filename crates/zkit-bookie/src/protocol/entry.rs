@@ -52,7 +52,7 @@ pub enum DigestType {
 
 impl DigestType {
     /// Digest length in bytes.
-    pub fn len(self) -> usize {
+    pub fn digest_len(self) -> usize {
         match self {
             DigestType::Crc32c => 4,
             DigestType::HmacSha256 => 32,
@@ -197,9 +197,10 @@ impl Digester {
 
     /// Encodes an entry: header, digest, payload.
     pub fn encode(&self, header: EntryHeader, payload: &[u8]) -> Bytes {
-        let mut buf = BytesMut::with_capacity(ENTRY_HEADER_LEN + self.kind.len() + payload.len());
+        let mut buf =
+            BytesMut::with_capacity(ENTRY_HEADER_LEN + self.kind.digest_len() + payload.len());
         header.put(&mut buf);
-        let mut digest = BytesMut::with_capacity(self.kind.len());
+        let mut digest = BytesMut::with_capacity(self.kind.digest_len());
         self.digest(&buf[..ENTRY_HEADER_LEN], payload, &mut digest);
         buf.put_slice(&digest);
         buf.put_slice(payload);
@@ -216,7 +217,7 @@ impl Digester {
         ledger_id: i64,
         entry_id: i64,
     ) -> Result<Entry, EntryError> {
-        let dlen = self.kind.len();
+        let dlen = self.kind.digest_len();
         if entry.len() < ENTRY_HEADER_LEN + dlen {
             return Err(EntryError::Short(entry.len()));
         }

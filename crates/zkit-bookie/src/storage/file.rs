@@ -503,6 +503,10 @@ impl Sink for FileSink {
     }
 
     fn checkpoint(&mut self, forced: bool) -> Result<()> {
+        if self.since_checkpoint == 0 && self.pending_index.is_empty() {
+            // Nothing written since the last checkpoint.
+            return Ok(());
+        }
         if forced || self.since_checkpoint >= self.opts.checkpoint_bytes {
             self.do_checkpoint()
         } else {

@@ -8,10 +8,10 @@
 //! [`Storage::checkpoint`] flushes entry logs and the index and trims the journal. Opening
 //! storage recovers: everything whose commit resolved before a crash (kill -9) is there.
 //!
-//! - [`journal`]: the journal record format, the file scanner (torn tail cut, corruption
+//! - [`journal`] — the journal record format, the file scanner (torn tail cut, corruption
 //!   refused) and the group-commit thread.
-//! - [`file`]: [`FileStorage`]: journal files, entry logs, the index log, checkpoints.
-//! - [`memory`]: [`MemoryStorage`].
+//! - [`file`](mod@file) — [`FileStorage`]: journal files, entry logs, the index log, checkpoints.
+//! - [`memory`] — [`MemoryStorage`].
 
 pub mod file;
 pub mod journal;
@@ -130,8 +130,8 @@ impl StorageError {
 }
 
 fn is_disk_full(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(code) if code == 28 || code == 122) // ENOSPC, EDQUOT
-        || e.kind() == std::io::ErrorKind::StorageFull
+    // ENOSPC, EDQUOT (ErrorKind::StorageFull is newer than the crate's MSRV).
+    matches!(e.raw_os_error(), Some(code) if code == 28 || code == 122)
 }
 
 /// Result alias.
