@@ -57,6 +57,15 @@ impl BookiePool {
         &self.options
     }
 
+    /// The live connection to `bookie`, if there is one now (no connecting).
+    pub fn get_now(&self, bookie: &str) -> Option<BookieClient> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        match slots.get(bookie).and_then(|s| s.get()) {
+            Some(Ok(c)) if !c.is_closed() => Some(c.clone()),
+            _ => None,
+        }
+    }
+
     /// A live connection to `bookie`, connecting if there is none.
     ///
     /// # Errors

@@ -363,6 +363,46 @@ impl Task {
         })
     }
 
+    /// Starts the core's sends: to each bookie with a live connection in one write, to the
+    /// others one by one (connecting first).
+    fn dispatch(&mut self, inflight: &mut FuturesUnordered<BoxFuture<'static, SendResult>>) {
+        let sends = self.core.take_sends();
+        if sends.is_empty() {
+            return;
+        }
+        let mut by_bookie: Vec<(String, zkit_bookie::BookieClient, Vec<Send>)> = Vec::new();
+        for s in sends {
+            if let Some(group) = by_bookie.iter_mut().find(|(b, _, _)| *b == s.bookie) {
+                group.2.push(s);
+                continue;
+            }
+            match self.pool.get_now(&s.bookie) {
+                Some(c) => by_bookie.push((s.bookie.clone(), c, vec![s])),
+                None => inflight.push(self.send_future(s)),
+            }
+        }
+        let ledger_id = self.shared.ledger_id;
+        let recovery = self.mode == Mode::Recovery;
+        for (bookie, client, group) in by_bookie {
+            let tags: Vec<(i64, usize, u64)> = group
+                .iter()
+                .map(|s| (s.entry_id, s.index, s.epoch))
+                .collect();
+            let entries = group.into_iter().map(|s| (s.entry_id, s.entry)).collect();
+            let futures = client.add_many(ledger_id, self.master_key, recovery, entries);
+            for (f, (entry_id, index, epoch)) in futures.into_iter().zip(tags) {
+                let bookie = bookie.clone();
+                inflight.push(Box::pin(async move {
+                    let r = f.await;
+                    if let Err(e) = &r {
+                        tracing::debug!(ledger_id, entry = entry_id, %bookie, error = %e, "add failed");
+                    }
+                    (entry_id, index, epoch, classify(&r))
+                }));
+            }
+        }
+    }
+
     fn deliver(&mut self) {
         let acks = self.core.take_acks();
         if let Some(&last) = acks.last() {
@@ -388,9 +428,7 @@ impl Task {
         let mut closing: Option<oneshot::Sender<Result<Closed, LedgerError>>> = None;
         let mut open = true;
         loop {
-            for s in self.core.take_sends() {
-                inflight.push(self.send_future(s));
-            }
+            self.dispatch(&mut inflight);
             self.deliver();
             if change.is_none() {
                 if let Some(c) = self.core.begin_ensemble_change() {
@@ -455,7 +493,20 @@ impl Task {
                 }
                 cmd = rx.recv(), if accepting => match cmd {
                     None => open = false,
-                    Some(cmd) => self.on_cmd(cmd, &mut closing),
+                    Some(cmd) => {
+                        self.on_cmd(cmd, &mut closing);
+                        // Take what else is queued (up to the window) so its sends leave
+                        // together: fewer, larger writes to each bookie.
+                        while closing.is_none()
+                            && self.core.stopped().is_none()
+                            && self.core.in_flight() < self.window
+                        {
+                            match rx.try_recv() {
+                                Ok(cmd) => self.on_cmd(cmd, &mut closing),
+                                Err(_) => break,
+                            }
+                        }
+                    }
                 },
             }
         }
