@@ -238,10 +238,11 @@ async fn demo_passes_and_prints_summary() {
         "Configuration service",
         "Distributed procedure",
         "Two-phase commit",
+        "Replicated ledger",
     ] {
         assert!(row(section).contains("PASS"), "{summary}");
     }
-    assert!(summary.contains("all 5 sections passed"), "{summary}");
+    assert!(summary.contains("all 6 sections passed"), "{summary}");
 }
 
 /// The same commands against Apache ZooKeeper, so `zkit` is known to be a client of the real

@@ -11,6 +11,7 @@ pub mod config;
 pub mod demo;
 pub mod elect;
 pub mod ledger;
+pub mod ledger_demo;
 pub mod lock;
 pub mod node;
 pub mod proc;
