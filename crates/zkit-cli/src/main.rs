@@ -75,6 +75,8 @@ enum BookieCommand {
 enum BenchCommand {
     /// Lock acquire+release cycles per second and acquire latency.
     Lock(cmd::bench_lock::BenchLockArgs),
+    /// Ledger add latency, pipelined throughput, recovery time (bookie processes, fsync on).
+    Ledger(cmd::bench_ledger::BenchLedgerArgs),
     /// Time for one full procedure with N members.
     Proc(cmd::bench_proc::BenchProcArgs),
     /// Latency and throughput of all-yes 2PC transactions.
@@ -138,6 +140,9 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Bench(BenchCommand::Proc(args)) => cmd::bench_proc::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),
+        Command::Bench(BenchCommand::Ledger(args)) => {
+            cmd::bench_ledger::run(args).await.map(exit_code)
+        }
     };
     match result {
         Ok(code) => code,
