@@ -165,6 +165,12 @@ impl PipelineCore {
         &self.ensemble
     }
 
+    /// Whether an answer with `epoch` for slot `index` is from the slot's current bookie (an
+    /// older epoch is from a bookie the slot no longer has).
+    pub fn is_current(&self, index: usize, epoch: u64) -> bool {
+        self.epochs.get(index) == Some(&epoch)
+    }
+
     /// Why it stopped, if it did.
     pub fn stopped(&self) -> Option<Stop> {
         self.stopped

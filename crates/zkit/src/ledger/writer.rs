@@ -513,9 +513,11 @@ impl Task {
     }
 
     fn on_result(&mut self, (entry_id, index, epoch, outcome): SendResult) {
-        if outcome == AddOutcome::Failed {
+        // A broken connection is made again for the next user. Only the slot's current
+        // bookie's: a late failure from the bookie an ensemble change replaced must not close
+        // the connection to its replacement (whose adds in flight would fail with it).
+        if outcome == AddOutcome::Failed && self.core.is_current(index, epoch) {
             if let Some(b) = self.core.ensemble().get(index) {
-                // A broken connection is made again for the next user.
                 self.pool.forget(b);
             }
         }
