@@ -47,8 +47,11 @@ enum Command {
     /// Two-phase-commit transactions: participants, coordinators, inspection, demo.
     #[command(subcommand)]
     Txn(cmd::txn::TxnCommand),
-    /// Run a bookie: the replicated ledger's storage server.
-    Bookie(cmd::bookie::BookieArgs),
+    /// Run a bookie: the replicated ledger's storage server (`zkit bookie ls`: list bookies).
+    Bookie(BookieCli),
+    /// The replicated ledger: write, read, list, recover, audit.
+    #[command(subcommand)]
+    Ledger(cmd::ledger::LedgerCommand),
     /// The web dashboard: status, tree, sessions, locks and the other recipes, live.
     Ui(cmd::ui::UiArgs),
     /// Service discovery (curator-x-discovery's layout): register while CMD runs, list, watch.
@@ -59,11 +62,30 @@ enum Command {
     Bench(BenchCommand),
 }
 
+/// `zkit bookie`: run a bookie (flags), or a bookie subcommand.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct BookieCli {
+    #[command(subcommand)]
+    command: Option<BookieCommand>,
+    #[command(flatten)]
+    run: Option<cmd::bookie::BookieArgs>,
+}
+
+/// `zkit bookie …` subcommands.
+#[derive(Debug, Subcommand)]
+enum BookieCommand {
+    /// List the registered bookies (writable and read-only).
+    Ls(cmd::ledger::LedgerCommon),
+}
+
 /// `zkit bench …`.
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
     /// Lock acquire+release cycles per second and acquire latency.
     Lock(cmd::bench_lock::BenchLockArgs),
+    /// Ledger add latency, pipelined throughput, recovery time (bookie processes, fsync on).
+    Ledger(cmd::bench_ledger::BenchLedgerArgs),
     /// Time for one full procedure with N members.
     Proc(cmd::bench_proc::BenchProcArgs),
     /// Latency and throughput of all-yes 2PC transactions.
@@ -109,7 +131,17 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),
         Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
         Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
-        Command::Bookie(args) => cmd::bookie::run(args).await,
+        Command::Bookie(BookieCli {
+            command: Some(BookieCommand::Ls(common)),
+            ..
+        }) => cmd::ledger::bookie_ls(&common).await.map(ExitCode::from),
+        Command::Bookie(BookieCli {
+            run: Some(args), ..
+        }) => cmd::bookie::run(args).await,
+        Command::Bookie(BookieCli { .. }) => Err(anyhow::anyhow!(
+            "zkit bookie needs --port, --data-dir and --server (or a subcommand: ls)"
+        )),
+        Command::Ledger(command) => cmd::ledger::run(command).await.map(ExitCode::from),
         Command::Ui(args) => cmd::ui::run(args).await,
         Command::Service(command) => cmd::service::run(command).await.map(exit_code),
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
@@ -121,6 +153,9 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Bench(BenchCommand::Proc(args)) => cmd::bench_proc::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),
+        Command::Bench(BenchCommand::Ledger(args)) => {
+            cmd::bench_ledger::run(args).await.map(exit_code)
+        }
     };
     match result {
         Ok(code) => code,

@@ -36,8 +36,10 @@
 //! - [`model`]: typed nodes ([`model::Model`], like Curator's `ModeledFramework`) with a
 //!   version-checked schema.
 //! - [`circuit_breaker`]: Curator's circuit-breaking connection-state listener.
-//! - [`ledger`]: the replicated ledger's client side; for now the ZooKeeper registration of
-//!   bookies ([`ledger::ZkRegistrationManager`]).
+//! - [`ledger`]: the replicated ledger's client (BookKeeper-style): [`ledger::LedgerClient`]
+//!   creates, writes, recovers and reads ledgers on `zkit_bookie` bookies, with the metadata
+//!   in ZooKeeper; auto-recovery re-replicates the ledgers of a lost bookie;
+//!   [`ledger::ZkRegistrationManager`] registers bookies.
 //!
 //! Every recipe takes a [`Session`] (not a raw client), fetches the current client for each
 //! operation, and reports session loss instead of silently carrying on.

@@ -2,6 +2,7 @@
 //! type (clap `Args` or `Subcommand`) and an `async fn run(args) -> anyhow::Result<ExitCode>`.
 
 pub mod admin;
+pub mod bench_ledger;
 pub mod bench_lock;
 pub mod bench_proc;
 pub mod bench_server;
@@ -13,6 +14,8 @@ pub mod demo;
 pub mod elect;
 pub mod export;
 pub mod import;
+pub mod ledger;
+pub mod ledger_demo;
 pub mod lock;
 pub mod node;
 pub mod proc;
