@@ -49,8 +49,8 @@
 pub mod acl;
 mod conn;
 pub mod digest;
-mod machine;
 pub mod image;
+mod machine;
 pub mod path;
 mod prep;
 pub mod session;
