@@ -185,6 +185,84 @@ impl BookieClient {
     /// Dropping the future forgets the request (its response is discarded); the bookie may
     /// still carry it out.
     pub async fn request(&self, op: RequestOp) -> Result<ResponseBody, ClientError> {
+        let mut frame = BytesMut::new();
+        let sent = self.register(op, &mut frame);
+        self.send_frames(frame);
+        sent.await
+    }
+
+    /// Sends several requests in one write to the socket (one frame each, in order) and
+    /// returns one future per request, in the same order. The requests are sent when this
+    /// returns, whether or not the futures are polled.
+    pub fn request_many(
+        &self,
+        ops: Vec<RequestOp>,
+    ) -> Vec<impl std::future::Future<Output = Result<ResponseBody, ClientError>> + Send + 'static>
+    {
+        let mut frames = BytesMut::new();
+        let futures = ops
+            .into_iter()
+            .map(|op| self.register(op, &mut frames))
+            .collect();
+        self.send_frames(frames);
+        futures
+    }
+
+    /// Adds several encoded entries of one ledger in one write; one future per entry, in
+    /// order (see [`BookieClient::add`]).
+    pub fn add_many(
+        &self,
+        ledger_id: i64,
+        master_key: MasterKey,
+        recovery: bool,
+        entries: Vec<(i64, Bytes)>,
+    ) -> Vec<impl std::future::Future<Output = Result<(), ClientError>> + Send + 'static> {
+        let flags = if recovery { FLAG_RECOVERY_ADD } else { 0 };
+        let ids: Vec<i64> = entries.iter().map(|(e, _)| *e).collect();
+        let ops = entries
+            .into_iter()
+            .map(|(entry_id, entry)| {
+                RequestOp::Add(AddRequest {
+                    ledger_id,
+                    entry_id,
+                    flags,
+                    master_key,
+                    entry,
+                })
+            })
+            .collect();
+        self.request_many(ops)
+            .into_iter()
+            .zip(ids)
+            .map(|(f, entry_id)| {
+                let me = self.clone();
+                async move {
+                    match f.await? {
+                        ResponseBody::Add {
+                            ledger_id: l,
+                            entry_id: e,
+                        } if l == ledger_id && e == entry_id => Ok(()),
+                        other => Err(me.unexpected(&other)),
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn send_frames(&self, frames: BytesMut) {
+        if !frames.is_empty() && self.inner.out.send(frames).is_err() {
+            self.inner
+                .fail(ClientError::ConnectionLost("writer stopped".into()));
+        }
+    }
+
+    /// Registers a request's waiter and encodes it at the end of `frames`; the future waits
+    /// for its answer once the frames are sent.
+    fn register(
+        &self,
+        op: RequestOp,
+        frames: &mut BytesMut,
+    ) -> impl std::future::Future<Output = Result<ResponseBody, ClientError>> + Send + 'static {
         let timeout = match &op {
             RequestOp::LongPollLac(p) => {
                 self.inner.opts.request_timeout + Duration::from_millis(u64::from(p.timeout_ms))
@@ -194,41 +272,47 @@ impl BookieClient {
         let expect = op.op() as u8;
         let id = self.inner.next_id.fetch_add(1, Relaxed);
         let (tx, rx) = oneshot::channel();
-        {
+        let failed = {
             let mut p = self.inner.pending.lock().unwrap_or_else(|x| x.into_inner());
-            if let Some(e) = &p.failed {
-                return Err(e.clone());
-            }
-            p.waiters.insert(id, tx);
-        }
-        let mut frame = BytesMut::new();
-        protocol::encode_request(&Request { id, op }, &mut frame);
-        if self.inner.out.send(frame).is_err() {
-            self.inner
-                .fail(ClientError::ConnectionLost("writer stopped".into()));
-        }
-        let resp = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r?,
-            Ok(Err(_)) => return Err(ClientError::ConnectionLost("connection dropped".into())),
-            Err(_) => {
-                self.inner
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|x| x.into_inner())
-                    .waiters
-                    .remove(&id);
-                return Err(ClientError::Timeout(timeout));
+            match &p.failed {
+                Some(e) => Some(e.clone()),
+                None => {
+                    p.waiters.insert(id, tx);
+                    None
+                }
             }
         };
-        if resp.op != expect {
-            let e = ClientError::Protocol(format!(
-                "response to request {id} is for op {}, asked op {expect}",
-                resp.op
-            ));
-            self.inner.fail(e.clone());
-            return Err(e);
+        if failed.is_none() {
+            protocol::encode_request(&Request { id, op }, frames);
         }
-        resp.result.map_err(ClientError::Status)
+        let inner = Arc::clone(&self.inner);
+        async move {
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            let resp = match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(r)) => r?,
+                Ok(Err(_)) => return Err(ClientError::ConnectionLost("connection dropped".into())),
+                Err(_) => {
+                    inner
+                        .pending
+                        .lock()
+                        .unwrap_or_else(|x| x.into_inner())
+                        .waiters
+                        .remove(&id);
+                    return Err(ClientError::Timeout(timeout));
+                }
+            };
+            if resp.op != expect {
+                let e = ClientError::Protocol(format!(
+                    "response to request {id} is for op {}, asked op {expect}",
+                    resp.op
+                ));
+                inner.fail(e.clone());
+                return Err(e);
+            }
+            resp.result.map_err(ClientError::Status)
+        }
     }
 
     fn unexpected(&self, body: &ResponseBody) -> ClientError {

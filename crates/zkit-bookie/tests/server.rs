@@ -1,4 +1,4 @@
-//! The bookie over TCP: pipelined adds and reads, fencing, master keys, long polls, listing,
+//! The bookie over TCP: pipelined and batched adds and reads, fencing, master keys, long polls, listing,
 //! read-only mode and its registration, garbage-sending clients beside a healthy writer,
 //! `/metrics`, and restarts on real files (fence and entries survive; cookie checks).
 
@@ -44,6 +44,59 @@ async fn pipelined_adds_are_all_acknowledged_and_readable() {
         (info.ledgers, info.entries, info.read_only),
         (1, 500, false)
     );
+    bookie.stop().await;
+}
+
+#[tokio::test]
+async fn batched_adds_each_get_their_own_answer_and_leave_unpolled() {
+    let (bookie, _, _) = memory_bookie(|_| {}).await;
+    let c = client(bookie.addr()).await;
+    // Sent when `add_many` returns, even if nobody polls the answers.
+    drop(c.add_many(3, key(), false, (0..50).map(|e| (e, entry(3, e))).collect()));
+    let batch = c.add_many(
+        1,
+        key(),
+        false,
+        (0..300).map(|e| (e, entry(1, e))).collect(),
+    );
+    assert_eq!(batch.len(), 300);
+    for r in join_all(batch).await {
+        r.unwrap();
+    }
+    // A batch with the wrong key is refused entry by entry and changes nothing.
+    let wrong = c.add_many(
+        1,
+        master_key(b"wrong"),
+        false,
+        (300..305).map(|e| (e, entry(1, e))).collect(),
+    );
+    for r in join_all(wrong).await {
+        assert_eq!(r, Err(ClientError::Status(Status::Unauthorized)));
+    }
+    let reads = (0..300).map(|e| c.read(1, e, None));
+    for (e, r) in join_all(reads).await.into_iter().enumerate() {
+        assert_eq!(r.unwrap(), entry(1, e as i64));
+    }
+    assert_eq!(
+        c.read(1, 300, None).await,
+        Err(ClientError::Status(Status::NoEntry))
+    );
+    // The unpolled batch arrived (requests on one connection are answered, not lost).
+    let unpolled = async {
+        loop {
+            match c.read(3, 49, None).await {
+                Ok(e) => break e,
+                Err(ClientError::Status(Status::NoEntry | Status::NoLedger)) => {
+                    tokio::task::yield_now().await
+                }
+                Err(e) => panic!("reading the unpolled batch: {e}"),
+            }
+        }
+    };
+    let last = tokio::time::timeout(Duration::from_secs(10), unpolled)
+        .await
+        .expect("the unpolled batch never arrived");
+    assert_eq!(last, entry(3, 49));
     bookie.stop().await;
 }
 

@@ -31,6 +31,10 @@ enum Command {
     /// Read or replace a node's ACL.
     #[command(subcommand)]
     Acl(cmd::admin::AclCommand),
+    /// Write the tree (data, ACLs, modes) as JSON lines, for `zkit import`.
+    Export(cmd::export::ExportArgs),
+    /// Load what `zkit export` wrote into a server.
+    Import(cmd::import::ImportArgs),
     /// Run a command while holding a distributed lock (like flock(1)).
     Lock(cmd::lock::LockArgs),
     /// The watched configuration store: set, get, watch, import, export.
@@ -43,11 +47,36 @@ enum Command {
     /// Two-phase-commit transactions: participants, coordinators, inspection, demo.
     #[command(subcommand)]
     Txn(cmd::txn::TxnCommand),
-    /// Run a bookie: the replicated ledger's storage server.
-    Bookie(cmd::bookie::BookieArgs),
+    /// Run a bookie: the replicated ledger's storage server (`zkit bookie ls`: list bookies).
+    Bookie(BookieCli),
+    /// The replicated ledger: write, read, list, recover, audit.
+    #[command(subcommand)]
+    Ledger(cmd::ledger::LedgerCommand),
+    /// The web dashboard: status, tree, sessions, locks and the other recipes, live.
+    Ui(cmd::ui::UiArgs),
+    /// Service discovery (curator-x-discovery's layout): register while CMD runs, list, watch.
+    #[command(subcommand)]
+    Service(cmd::service::ServiceCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+/// `zkit bookie`: run a bookie (flags), or a bookie subcommand.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct BookieCli {
+    #[command(subcommand)]
+    command: Option<BookieCommand>,
+    #[command(flatten)]
+    run: Option<cmd::bookie::BookieArgs>,
+}
+
+/// `zkit bookie …` subcommands.
+#[derive(Debug, Subcommand)]
+enum BookieCommand {
+    /// List the registered bookies (writable and read-only).
+    Ls(cmd::ledger::LedgerCommon),
 }
 
 /// `zkit bench …`.
@@ -55,6 +84,8 @@ enum Command {
 enum BenchCommand {
     /// Lock acquire+release cycles per second and acquire latency.
     Lock(cmd::bench_lock::BenchLockArgs),
+    /// Ledger add latency, pipelined throughput, recovery time (bookie processes, fsync on).
+    Ledger(cmd::bench_ledger::BenchLedgerArgs),
     /// Time for one full procedure with N members.
     Proc(cmd::bench_proc::BenchProcArgs),
     /// Latency and throughput of all-yes 2PC transactions.
@@ -91,24 +122,81 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args).await,
         Command::Admin(command) => cmd::admin::run(command).await,
         Command::Acl(command) => cmd::admin::run_acl(command).await,
+        Command::Export(args) => cmd::export::run(args).await.map(exit_code),
+        Command::Import(args) => cmd::import::run(args).await.map(exit_code),
         Command::Lock(args) => cmd::lock::run(args).await.map(exit_code),
         Command::Config(args) => cmd::config::run(args).await.map(exit_code),
         Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),
         Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
         Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
-        Command::Bookie(args) => cmd::bookie::run(args).await,
+        Command::Bookie(BookieCli {
+            command: Some(BookieCommand::Ls(common)),
+            ..
+        }) => cmd::ledger::bookie_ls(&common).await.map(ExitCode::from),
+        Command::Bookie(BookieCli {
+            run: Some(args), ..
+        }) => cmd::bookie::run(args).await,
+        Command::Bookie(BookieCli { .. }) => Err(anyhow::anyhow!(
+            "zkit bookie needs --port, --data-dir and --server (or a subcommand: ls)"
+        )),
+        Command::Ledger(command) => cmd::ledger::run(command).await.map(ExitCode::from),
+        Command::Ui(args) => cmd::ui::run(args).await,
+        Command::Service(command) => cmd::service::run(command).await.map(exit_code),
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Server(args)) => {
             cmd::bench_server::run(args).await.map(exit_code)
         }
         Command::Bench(BenchCommand::Proc(args)) => cmd::bench_proc::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),
+        Command::Bench(BenchCommand::Ledger(args)) => {
+            cmd::bench_ledger::run(args).await.map(exit_code)
+        }
     };
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("Error: {err:#}");
+            eprintln!("Error: {}", error_chain(&err));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes joined with `: `, each said once: many errors already end their
+/// message with their cause's (`cannot listen on A: Address already in use`), and printing the
+/// chain as well would repeat it.
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use");
+        let err = anyhow::Error::new(zkit_server::Error::Bind {
+            addr: "127.0.0.1:2181".parse().expect("addr"),
+            source: io,
+        })
+        .context("starting the server");
+        assert_eq!(
+            error_chain(&err),
+            "starting the server: cannot listen on 127.0.0.1:2181: Address already in use"
+        );
+        // A cause the message does not contain is still shown.
+        let err = anyhow::anyhow!("disk full").context("writing /a");
+        assert_eq!(error_chain(&err), "writing /a: disk full");
     }
 }

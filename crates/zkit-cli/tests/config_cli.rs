@@ -142,3 +142,11 @@ async fn config_commands_on_apache() {
     };
     config_commands(&addr, "apache").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_commands_on_ensemble() {
+    let Some(addr) = zkit_testkit::apache_ensemble() else {
+        return;
+    };
+    config_commands(&addr, "ensemble").await;
+}

@@ -1,10 +1,10 @@
-//! `zkit elect` end to end, against Apache ZooKeeper (`ZKIT_APACHE_ZK`) and an embedded zkit
-//! server: three `zkit elect` processes run a shell loop that appends `<token> <id>` lines to a
-//! shared log while leader. The leader's process group is killed with SIGKILL (the elector and
-//! its CMD, as a crashed machine); a new leader must start within the session timeout + 1 s, on
-//! both servers. (Both expire sessions on tick boundaries, Apache in
-//! `ExpiryQueue.roundToNextInterval`, so a session can outlive its timeout by up to one tick:
-//! the servers here run with ticks of 250 ms and 500 ms, `scripts/apache-zk`, which the 1 s
+//! `zkit elect` end to end, against Apache ZooKeeper (`ZKIT_APACHE_ZK`, and the ensemble at
+//! `ZKIT_APACHE_ENSEMBLE`) and an embedded zkit server: three `zkit elect` processes run a shell
+//! loop that appends `<token> <id>` lines to a shared log while leader. The leader's process group
+//! is killed with SIGKILL (the elector and its CMD, as a crashed machine); a new leader must start
+//! within the session timeout + 1 s, on both servers. (Both expire sessions on tick boundaries,
+//! Apache in `ExpiryQueue.roundToNextInterval`, so a session can outlive its timeout by up to one
+//! tick: the servers here run with ticks of 250 ms and 500 ms, `scripts/apache-zk`, which the 1 s
 //! covers.) The shared log is the fencing check: once a token has appeared, no line with a lower
 //! token may follow (that would be two leaders at once).
 
@@ -172,4 +172,13 @@ async fn kill9_of_the_leader_elects_a_new_one_in_time_on_apache() {
     // The timeout the issue measured (4 s); scripts/apache-zk's tickTime 500 allows it and
     // bounds Apache's expiry rounding to 0.5 s.
     kill9_leader_then_new_leader(&addr, "apache", Duration::from_secs(4)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_of_the_leader_elects_a_new_one_in_time_on_ensemble() {
+    let Some(addr) = zkit_testkit::apache_ensemble() else {
+        return;
+    };
+    // The same members' settings as the standalone server (scripts/apache-zk): tickTime 500.
+    kill9_leader_then_new_leader(&addr, "ensemble", Duration::from_secs(4)).await;
 }

@@ -8,7 +8,7 @@
 //! [`AclTable`] interns the ACL lists of the tree (Apache's `ReferenceCountedACLCache`): a
 //! million nodes sharing one list store one copy and a 4-byte id each.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -217,7 +217,7 @@ struct AclEntry {
 pub struct AclTable {
     entries: Vec<Option<AclEntry>>,
     free: Vec<u32>,
-    by_list: HashMap<Arc<[Acl]>, u32>,
+    by_list: BTreeMap<Arc<[Acl]>, u32>,
 }
 
 impl AclTable {

@@ -6,7 +6,7 @@
 //! and version bumps, and sequential numbering advances across sub-ops. A failed prep leaves
 //! nothing behind: the overlay is simply dropped.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use zkit_proto::op::{create_mode, perms};
 use zkit_proto::{Acl, ErrorCode, Id};
@@ -30,7 +30,7 @@ struct Record {
 /// The tree as seen by the sub-op being prepped.
 pub struct Overlay<'a> {
     tree: &'a DataTree,
-    changes: HashMap<String, Option<Record>>,
+    changes: BTreeMap<String, Option<Record>>,
     extended_types: bool,
     session: i64,
     auth: &'a [Id],
@@ -88,7 +88,7 @@ impl<'a> Overlay<'a> {
     pub fn new(tree: &'a DataTree, session: i64, auth: &'a [Id]) -> Overlay<'a> {
         Overlay {
             tree,
-            changes: HashMap::new(),
+            changes: BTreeMap::new(),
             extended_types: tree.extended_types(),
             session,
             auth,

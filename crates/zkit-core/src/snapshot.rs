@@ -1,6 +1,6 @@
-//! Whole-state images: [`Core::snapshot_capture`] + [`SnapshotCapture::write_to`] (and
-//! [`Core::snapshot`], the same into memory) / [`Core::restore`] (binary, for the WAL's
-//! checkpoints) and [`Core::dump`] (deterministic text, for tests comparing states).
+//! The snapshot format: [`SnapshotCapture`] and its [`SnapshotCapture::write_to`], and the
+//! validating reader behind [`Core::restore`](crate::Core::restore). The `impl Core` half
+//! (capture, restore, the text dump) is in `machine/snapshot.rs`.
 //!
 //! A snapshot holds what replay would rebuild: every node with its persisted stat, the ACL
 //! table, the sessions with their timeouts and passwords, and the last zxid. Connections,
@@ -23,8 +23,7 @@
 //! them to their parents after reading all of them. Everything read is validated; a bad
 //! snapshot is an error, never a panic.
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use bytes::BytesMut;
@@ -33,7 +32,6 @@ use zkit_proto::{DecodeError, Reader};
 
 use crate::session::Session;
 use crate::tree::{Capture, DataTree};
-use crate::{Config, Core};
 
 const MAGIC: &[u8; 4] = b"ZKSN";
 const VERSION: i32 = 2;
@@ -57,19 +55,7 @@ pub enum RestoreError {
     Inconsistent(String),
 }
 
-/// Node data in [`Core::dump`]: the quoted text, or `null` for null data.
-struct DumpData<'a>(Option<&'a [u8]>);
-
-impl std::fmt::Debug for DumpData<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Some(d) => write!(f, "{:?}", String::from_utf8_lossy(d)),
-            None => f.write_str("null"),
-        }
-    }
-}
-
-/// The state at one zxid, detached from the [`Core`]: `Send + 'static`, so it can be
+/// The state at one zxid, detached from the [`Core`](crate::Core): `Send + 'static`, so it can be
 /// serialized on another thread while the core keeps applying txns. See the module docs.
 #[derive(Debug, Clone)]
 pub struct SnapshotCapture {
@@ -83,6 +69,23 @@ fn len_i32(n: usize) -> io::Result<i32> {
 }
 
 impl SnapshotCapture {
+    /// A capture of a state: a reference-count bump per node plus a copy of the ACL table and
+    /// of the sessions.
+    pub(crate) fn new(
+        last_zxid: i64,
+        tree: &DataTree,
+        sessions: &BTreeMap<i64, Session>,
+    ) -> SnapshotCapture {
+        SnapshotCapture {
+            last_zxid,
+            tree: tree.capture(),
+            sessions: sessions
+                .iter()
+                .map(|(id, s)| (*id, s.timeout_ms, s.passwd.clone()))
+                .collect(),
+        }
+    }
+
     /// The zxid of the last txn in the captured state.
     pub fn last_zxid(&self) -> i64 {
         self.last_zxid
@@ -146,127 +149,74 @@ impl SnapshotCapture {
     }
 }
 
-impl Core {
-    /// A capture of the current state for a snapshot: a reference-count bump per node plus a
-    /// copy of the ACL table and the sessions. Serialize it with [`SnapshotCapture::write_to`].
-    pub fn snapshot_capture(&self) -> SnapshotCapture {
-        SnapshotCapture {
-            last_zxid: self.last_zxid,
-            tree: self.tree.capture(),
-            sessions: self
-                .sessions
-                .iter()
-                .map(|(id, s)| (*id, s.timeout_ms, s.passwd.clone()))
-                .collect(),
-        }
-    }
+/// What a snapshot holds, read back and validated.
+pub(crate) struct Image {
+    /// The zxid of the last txn in it.
+    pub(crate) last_zxid: i64,
+    /// The tree, linked and with its ACL table.
+    pub(crate) tree: DataTree,
+    /// The sessions, without deadlines.
+    pub(crate) sessions: BTreeMap<i64, Session>,
+}
 
-    /// A binary image of the tree, the sessions and the last zxid, in memory (the whole image
-    /// at once: large states should stream [`Core::snapshot_capture`] instead).
-    pub fn snapshot(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        // Writing into a Vec cannot fail, and the counts fit (the tree holds them).
-        let _ = self.snapshot_capture().write_to(&mut out);
-        out
+/// Reads what [`SnapshotCapture::write_to`] wrote. Everything is validated; a bad snapshot is
+/// an error, never a panic.
+pub(crate) fn read(
+    extended_types: bool,
+    hash_seed: u64,
+    bytes: &[u8],
+) -> Result<Image, RestoreError> {
+    let mut r = Reader::new(bytes);
+    if r.read_bytes(4)? != MAGIC || r.read_i32()? != VERSION {
+        return Err(RestoreError::BadHeader);
     }
-
-    /// A core rebuilt from a snapshot (what [`SnapshotCapture::write_to`] wrote). `now` seeds
-    /// session-id generation and the reaper schedule, like [`Core::new`].
-    ///
-    /// # Errors
-    /// [`RestoreError`] for anything that is not a consistent snapshot; never panics.
-    pub fn restore(config: Config, now: i64, bytes: &[u8]) -> Result<Core, RestoreError> {
-        let mut r = Reader::new(bytes);
-        if r.read_bytes(4)? != MAGIC || r.read_i32()? != VERSION {
-            return Err(RestoreError::BadHeader);
+    let last_zxid = r.read_i64()?;
+    let mut tree = DataTree::empty(extended_types, hash_seed);
+    let acls = r.read_i32()?;
+    let mut acl_ids = BTreeMap::new();
+    for _ in 0..acls.max(0) {
+        let id = r.read_i32()? as u32;
+        let list = r.read_vec()?;
+        let new = tree.restore_acl(list).map_err(RestoreError::Inconsistent)?;
+        if acl_ids.insert(id, new).is_some() {
+            return Err(RestoreError::Inconsistent(format!(
+                "ACL id {id} appears twice"
+            )));
         }
-        let last_zxid = r.read_i64()?;
-        let mut tree = DataTree::empty(config.extended_types);
-        let acls = r.read_i32()?;
-        let mut acl_ids = HashMap::new();
-        for _ in 0..acls.max(0) {
-            let id = r.read_i32()? as u32;
-            let list = r.read_vec()?;
-            let new = tree.restore_acl(list).map_err(RestoreError::Inconsistent)?;
-            if acl_ids.insert(id, new).is_some() {
-                return Err(RestoreError::Inconsistent(format!(
-                    "ACL id {id} appears twice"
-                )));
-            }
-        }
-        let count = r.read_i32()?.max(0) as usize;
-        // Never reserve more than the input can hold (a node takes at least 30 bytes), so a
-        // damaged count cannot make restore allocate wildly.
-        tree.reserve(count.min(r.remaining() / 30));
-        for _ in 0..count {
-            let len = r.read_i32()?;
-            let len = usize::try_from(len)
-                .map_err(|_| RestoreError::Inconsistent(format!("node record length {len}")))?;
-            tree.restore_record(r.read_bytes(len)?, &acl_ids)
-                .map_err(RestoreError::Inconsistent)?;
-        }
-        tree.restore_finish().map_err(RestoreError::Inconsistent)?;
-        let mut core = Core::with_tree(config, now, tree);
-        core.last_zxid = last_zxid;
-        let sessions = r.read_i32()?;
-        for _ in 0..sessions.max(0) {
-            let id = r.read_i64()?;
-            let timeout_ms = r.read_i32()?;
-            let passwd = r.read_buffer()?;
-            core.sessions.insert(
-                id,
-                Session {
-                    timeout_ms,
-                    passwd,
-                    deadline: None,
-                },
-            );
-        }
-        if !r.is_empty() {
-            return Err(DecodeError::TrailingBytes(r.remaining()).into());
-        }
-        Ok(core)
     }
-
-    /// A deterministic text dump of the persistent state (tree with stored stats, sessions,
-    /// last zxid), for tests comparing states. Runtime state (connections, watches,
-    /// deadlines) is left out.
-    pub fn dump(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(s, "last_zxid {:#x}", self.last_zxid);
-        for (p, n) in self.tree.nodes() {
-            let acl: Vec<String> = n
-                .acl()
-                .iter()
-                .map(|a| format!("{}:{}:{}", a.perms, a.id.scheme, a.id.id))
-                .collect();
-            let _ = writeln!(
-                s,
-                "node {p} czxid={:#x} mzxid={:#x} pzxid={:#x} ctime={} mtime={} version={} \
-                 cversion={} aversion={} owner={:#x} children={} data={:?} acl=[{}]",
-                n.czxid,
-                n.mzxid,
-                n.pzxid,
-                n.ctime,
-                n.mtime,
-                n.version,
-                n.cversion,
-                n.aversion,
-                n.ephemeral_owner,
-                n.num_children(),
-                DumpData(n.data()),
-                acl.join(",")
-            );
-        }
-        for (id, sess) in &self.sessions {
-            let passwd: String = sess.passwd.iter().map(|b| format!("{b:02x}")).collect();
-            let _ = writeln!(
-                s,
-                "session {id:#x} timeout={} passwd={passwd} ephemerals={:?}",
-                sess.timeout_ms,
-                self.tree.ephemerals_of(*id)
-            );
-        }
-        s
+    let count = r.read_i32()?.max(0) as usize;
+    // Never reserve more than the input can hold (a node takes at least 30 bytes), so a
+    // damaged count cannot make restore allocate wildly.
+    tree.reserve(count.min(r.remaining() / 30));
+    for _ in 0..count {
+        let len = r.read_i32()?;
+        let len = usize::try_from(len)
+            .map_err(|_| RestoreError::Inconsistent(format!("node record length {len}")))?;
+        tree.restore_record(r.read_bytes(len)?, &acl_ids)
+            .map_err(RestoreError::Inconsistent)?;
     }
+    tree.restore_finish().map_err(RestoreError::Inconsistent)?;
+    let mut sessions = BTreeMap::new();
+    let count = r.read_i32()?;
+    for _ in 0..count.max(0) {
+        let id = r.read_i64()?;
+        let timeout_ms = r.read_i32()?;
+        let passwd = r.read_buffer()?;
+        sessions.insert(
+            id,
+            Session {
+                timeout_ms,
+                passwd,
+                deadline: None,
+            },
+        );
+    }
+    if !r.is_empty() {
+        return Err(DecodeError::TrailingBytes(r.remaining()).into());
+    }
+    Ok(Image {
+        last_zxid,
+        tree,
+        sessions,
+    })
 }

@@ -6,8 +6,8 @@
 //! crash recovery. Watches are not this module's business: the caller fires them.
 //!
 //! # Representation
-//! Sized for millions of nodes (issue 8: a 1,000,000-node tree in a quarter of Apache's RSS)
-//! and for snapshots that do not stop writes (issue 3):
+//! Sized for millions of nodes (a 1,000,000-node tree in a quarter of Apache's RSS)
+//! and for snapshots that do not stop writes:
 //! - every node is one shared [`record`] (stat, ACL id, path, data in one allocation) in an
 //!   arena indexed by a `u32` node id; freed ids are reused;
 //! - a path index (a hash table of ids, hashed by the path stored in the record itself, so
@@ -21,7 +21,7 @@
 mod record;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
@@ -32,6 +32,12 @@ use crate::path::{self, CONFIG_PATH, PROC_PATH, QUOTA_PATH};
 
 pub use record::Meta;
 use record::Record;
+
+/// The tree's hasher: foldhash with a fixed seed ([`Config::hash_seed`]), so that the tree
+/// does exactly the same work for the same inputs (no per-process OS randomness in the core).
+///
+/// [`Config::hash_seed`]: crate::Config::hash_seed
+type TreeHasher = foldhash::fast::FixedState;
 
 /// `EphemeralType.CONTAINER_EPHEMERAL_OWNER`: the ephemeralOwner of container nodes.
 pub const CONTAINER_OWNER: i64 = i64::MIN;
@@ -267,10 +273,10 @@ pub struct DataTree {
     free: Vec<u32>,
     /// Path → id, hashed by `hasher` over the path inside the record.
     index: HashTable<u32>,
-    /// Keyed (SipHash) so clients cannot choose colliding paths.
-    hasher: RandomState,
+    /// Seeded by the shell (see [`TreeHasher`]).
+    hasher: TreeHasher,
     /// Parent id → child ids (only parents that have children).
-    children: HashMap<u32, ChildSet>,
+    children: HashMap<u32, ChildSet, TreeHasher>,
     acls: AclTable,
     ephemerals: BTreeMap<i64, BTreeSet<String>>,
     containers: BTreeSet<String>,
@@ -299,7 +305,13 @@ impl DataTree {
     /// Apache's initial stats: all zero, except `/zookeeper/config`, whose ACL is
     /// world:anyone READ set with version -1 (ZOOKEEPER-2014), leaving its aversion at -1.
     pub fn new(extended_types: bool) -> DataTree {
-        let mut tree = DataTree::empty(extended_types);
+        DataTree::with_hash_seed(extended_types, 0)
+    }
+
+    /// As [`DataTree::new`], with the path hash seeded by `hash_seed` (see
+    /// [`crate::Config::hash_seed`]).
+    pub fn with_hash_seed(extended_types: bool, hash_seed: u64) -> DataTree {
+        let mut tree = DataTree::empty(extended_types, hash_seed);
         for p in ["/", PROC_PATH, QUOTA_PATH] {
             let meta = Meta {
                 acl: tree.acls.intern(&open_acl()),
@@ -674,13 +686,14 @@ impl DataTree {
     }
 
     /// An empty tree without even the root (snapshot restore fills it).
-    pub(crate) fn empty(extended_types: bool) -> DataTree {
+    pub(crate) fn empty(extended_types: bool, hash_seed: u64) -> DataTree {
+        let hasher = TreeHasher::with_seed(hash_seed);
         DataTree {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
-            hasher: RandomState::new(),
-            children: HashMap::new(),
+            children: HashMap::with_hasher(hasher.clone()),
+            hasher,
             acls: AclTable::default(),
             ephemerals: BTreeMap::new(),
             containers: BTreeSet::new(),
@@ -710,7 +723,7 @@ impl DataTree {
     pub(crate) fn restore_record(
         &mut self,
         bytes: &[u8],
-        acl_ids: &HashMap<u32, u32>,
+        acl_ids: &BTreeMap<u32, u32>,
     ) -> Result<(), String> {
         record::check(bytes).map_err(str::to_owned)?;
         let (p, _, meta) = record::parts(bytes);
@@ -730,6 +743,38 @@ impl DataTree {
         }
         self.acls.add_ref(acl);
         self.insert_unlinked(rec, hash);
+        Ok(())
+    }
+
+    /// Restore from another server's state: one node with its stored stat, not yet linked to
+    /// its parent. The ACL list is interned (a list shared by many nodes is kept once).
+    pub(crate) fn restore_node(
+        &mut self,
+        p: &str,
+        data: Option<&[u8]>,
+        acl: &[Acl],
+        stored: &crate::image::StoredStat,
+    ) -> Result<(), String> {
+        if p != "/" && path::validate_path(p).is_err() {
+            return Err(format!("invalid path {p:?}"));
+        }
+        let hash = self.hash(p);
+        if lookup(&self.index, &self.slots, hash, p.as_bytes()).is_some() {
+            return Err(format!("duplicate path {p}"));
+        }
+        let meta = Meta {
+            czxid: stored.czxid,
+            mzxid: stored.mzxid,
+            ctime: stored.ctime,
+            mtime: stored.mtime,
+            version: stored.version,
+            cversion: stored.cversion,
+            aversion: stored.aversion,
+            ephemeral_owner: stored.ephemeral_owner,
+            pzxid: stored.pzxid,
+            acl: self.acls.intern(acl),
+        };
+        self.insert_unlinked(record::encode(&meta, p, data), hash);
         Ok(())
     }
 

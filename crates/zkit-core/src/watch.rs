@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::conn::ConnId;
 use crate::path;
-use crate::ConnId;
 
 /// One-shot watch (getData/exists/getChildren with watch = true).
 pub const STANDARD: u8 = 1;

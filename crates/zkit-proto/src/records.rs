@@ -1,7 +1,9 @@
 //! The records of `zookeeper.jute` used by the client protocol, as plain data.
 //!
-//! Field names follow jute's, in snake case. Encoding and decoding are in [`crate::codec`]
-//! via the [`crate::codec::Record`] trait, implemented for each record here.
+//! Field names follow jute's, in snake case. Each record is declared once, in `records!`,
+//! with the jute type of every field in brackets; the macro writes the struct and its
+//! [`crate::codec::Record`] impl (fields in declaration order, every read checked by
+//! [`crate::codec::Reader`]).
 
 use bytes::BytesMut;
 
@@ -10,226 +12,350 @@ use crate::codec::{
     put_ustring, put_vec, DecodeError, Reader, Record,
 };
 
-/// An identity: `scheme:id` (e.g. `world:anyone`, `digest:user:hash`, `ip:10.0.0.0/8`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Id {
-    /// Scheme.
-    pub scheme: String,
-    /// Id within the scheme.
-    pub id: String,
+/// Declares records: each `pub struct Name[, min N] { pub field: Type [kind], … }` becomes the
+/// struct (attributes and docs as written) and its [`Record`] impl, `N` being
+/// `MIN_ENCODED_LEN` (default 1). The kinds are jute's types: `i32`, `i64`, `bool`,
+/// `ustring`, `path` (a ustring that must not be null, [`Reader::read_path`]), `buffer`,
+/// `opt_buffer` (null is `None`), `opt_ustring`, `vec` (of records), `string_vec`, `record`
+/// (a nested record) and `trailing_bool` (an optional last field: absent on the wire when
+/// `None`, and read only if bytes remain, as Apache's handshake does for old clients).
+macro_rules! records {
+    ($(
+        $(#[$meta:meta])*
+        pub struct $name:ident $(, min $min:literal)? {
+            $(
+                $(#[$fmeta:meta])*
+                pub $field:ident: $ty:ty [$kind:ident],
+            )*
+        }
+    )*) => {$(
+        $(#[$meta])*
+        pub struct $name {
+            $(
+                $(#[$fmeta])*
+                pub $field: $ty,
+            )*
+        }
+
+        impl Record for $name {
+            $(const MIN_ENCODED_LEN: usize = $min;)?
+            fn encode(&self, buf: &mut BytesMut) {
+                $(field!(put $kind, buf, self.$field);)*
+            }
+            fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                Ok($name {
+                    $($field: field!(read $kind, r),)*
+                })
+            }
+        }
+    )*};
 }
 
-/// One ACL entry.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Acl {
-    /// Permission bits, see [`crate::op::perms`].
-    pub perms: i32,
-    /// Whom it applies to.
-    pub id: Id,
+/// One field's encoding (`put`) or checked decoding (`read`), by jute kind.
+macro_rules! field {
+    (put i32, $buf:ident, $v:expr) => {
+        put_i32($buf, $v)
+    };
+    (put i64, $buf:ident, $v:expr) => {
+        put_i64($buf, $v)
+    };
+    (put bool, $buf:ident, $v:expr) => {
+        put_bool($buf, $v)
+    };
+    (put ustring, $buf:ident, $v:expr) => {
+        put_ustring($buf, &$v)
+    };
+    (put path, $buf:ident, $v:expr) => {
+        put_ustring($buf, &$v)
+    };
+    (put buffer, $buf:ident, $v:expr) => {
+        put_buffer($buf, &$v)
+    };
+    (put opt_buffer, $buf:ident, $v:expr) => {
+        put_opt_buffer($buf, $v.as_deref())
+    };
+    (put opt_ustring, $buf:ident, $v:expr) => {
+        put_opt_ustring($buf, $v.as_deref())
+    };
+    (put vec, $buf:ident, $v:expr) => {
+        put_vec($buf, &$v)
+    };
+    (put string_vec, $buf:ident, $v:expr) => {
+        put_string_vec($buf, &$v)
+    };
+    (put record, $buf:ident, $v:expr) => {
+        $v.encode($buf)
+    };
+    (put trailing_bool, $buf:ident, $v:expr) => {
+        if let Some(v) = $v {
+            put_bool($buf, v);
+        }
+    };
+    (read i32, $r:ident) => {
+        $r.read_i32()?
+    };
+    (read i64, $r:ident) => {
+        $r.read_i64()?
+    };
+    (read bool, $r:ident) => {
+        $r.read_bool()?
+    };
+    (read ustring, $r:ident) => {
+        $r.read_ustring()?
+    };
+    (read path, $r:ident) => {
+        $r.read_path()?
+    };
+    (read buffer, $r:ident) => {
+        $r.read_buffer()?
+    };
+    (read opt_buffer, $r:ident) => {
+        $r.read_opt_buffer()?
+    };
+    (read opt_ustring, $r:ident) => {
+        $r.read_opt_ustring()?
+    };
+    (read vec, $r:ident) => {
+        $r.read_vec()?
+    };
+    (read string_vec, $r:ident) => {
+        $r.read_string_vec()?
+    };
+    (read record, $r:ident) => {
+        Record::decode($r)?
+    };
+    // Clients up to 3.3 end the handshake before readOnly; Apache reads it in a try/catch.
+    (read trailing_bool, $r:ident) => {
+        if $r.is_empty() {
+            None
+        } else {
+            Some($r.read_bool()?)
+        }
+    };
 }
 
-/// Node metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-#[allow(missing_docs)]
-pub struct Stat {
-    pub czxid: i64,
-    pub mzxid: i64,
-    pub ctime: i64,
-    pub mtime: i64,
-    pub version: i32,
-    pub cversion: i32,
-    pub aversion: i32,
-    pub ephemeral_owner: i64,
-    pub data_length: i32,
-    pub num_children: i32,
-    pub pzxid: i64,
-}
+records! {
+    /// An identity: `scheme:id` (e.g. `world:anyone`, `digest:user:hash`, `ip:10.0.0.0/8`).
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct Id, min 8 {
+        /// Scheme.
+        pub scheme: String [ustring],
+        /// Id within the scheme.
+        pub id: String [ustring],
+    }
 
-/// Handshake from the client. `read_only` is `None` when an old (<= 3.3) client omitted it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct ConnectRequest {
-    pub protocol_version: i32,
-    pub last_zxid_seen: i64,
-    pub time_out: i32,
-    pub session_id: i64,
-    pub passwd: Vec<u8>,
-    pub read_only: Option<bool>,
-}
+    /// One ACL entry.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct Acl, min 12 {
+        /// Permission bits, see [`crate::op::perms`].
+        pub perms: i32 [i32],
+        /// Whom it applies to.
+        pub id: Id [record],
+    }
 
-/// Handshake reply. `read_only` is omitted on the wire when `None`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct ConnectResponse {
-    pub protocol_version: i32,
-    pub time_out: i32,
-    pub session_id: i64,
-    pub passwd: Vec<u8>,
-    pub read_only: Option<bool>,
-}
+    /// Node metadata.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+    #[allow(missing_docs)]
+    pub struct Stat, min 68 {
+        pub czxid: i64 [i64],
+        pub mzxid: i64 [i64],
+        pub ctime: i64 [i64],
+        pub mtime: i64 [i64],
+        pub version: i32 [i32],
+        pub cversion: i32 [i32],
+        pub aversion: i32 [i32],
+        pub ephemeral_owner: i64 [i64],
+        pub data_length: i32 [i32],
+        pub num_children: i32 [i32],
+        pub pzxid: i64 [i64],
+    }
 
-/// Header of every request after the handshake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestHeader {
-    /// Client-chosen id, echoed in the reply; negative values are special ([`crate::op::xid`]).
-    pub xid: i32,
-    /// Op code as sent (may be unknown).
-    pub op: i32,
-}
+    /// Handshake from the client. `read_only` is `None` when an old (<= 3.3) client omitted it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct ConnectRequest {
+        pub protocol_version: i32 [i32],
+        pub last_zxid_seen: i64 [i64],
+        pub time_out: i32 [i32],
+        pub session_id: i64 [i64],
+        pub passwd: Vec<u8> [buffer],
+        pub read_only: Option<bool> [trailing_bool],
+    }
 
-/// Header of every reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplyHeader {
-    /// The request's xid (or a special one).
-    pub xid: i32,
-    /// Last zxid processed by the server.
-    pub zxid: i64,
-    /// Error code; a body follows only when 0.
-    pub err: i32,
-}
+    /// Handshake reply. `read_only` is omitted on the wire when `None`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct ConnectResponse {
+        pub protocol_version: i32 [i32],
+        pub time_out: i32 [i32],
+        pub session_id: i64 [i64],
+        pub passwd: Vec<u8> [buffer],
+        pub read_only: Option<bool> [trailing_bool],
+    }
 
-/// A watch notification (sent with xid -1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatcherEvent {
-    /// Event type, see [`crate::op::event_type`].
-    pub event_type: i32,
-    /// Keeper state, see [`crate::op::keeper_state`].
-    pub state: i32,
-    /// Path, relative to nothing (the server knows no chroot).
-    pub path: String,
-}
+    /// Header of every request after the handshake.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct RequestHeader, min 8 {
+        /// Client-chosen id, echoed in the reply; negative values are special ([`crate::op::xid`]).
+        pub xid: i32 [i32],
+        /// Op code as sent (may be unknown).
+        pub op: i32 [i32],
+    }
 
-/// create (1), create2 (15), createContainer (19).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct CreateRequest {
-    pub path: String,
-    /// `None` is a null buffer (length -1): ZooKeeper stores it as null and getData returns
-    /// null again (zkCli prints "null"); dataLength is 0 either way.
-    pub data: Option<Vec<u8>>,
-    pub acl: Vec<Acl>,
-    pub flags: i32,
-}
+    /// Header of every reply.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct ReplyHeader, min 16 {
+        /// The request's xid (or a special one).
+        pub xid: i32 [i32],
+        /// Last zxid processed by the server.
+        pub zxid: i64 [i64],
+        /// Error code; a body follows only when 0.
+        pub err: i32 [i32],
+    }
 
-/// createTTL (21): a create request plus a TTL in ms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct CreateTtlRequest {
-    pub path: String,
-    /// `None` is a null buffer, as in [`CreateRequest::data`].
-    pub data: Option<Vec<u8>>,
-    pub acl: Vec<Acl>,
-    pub flags: i32,
-    pub ttl: i64,
-}
+    /// A watch notification (sent with xid -1).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct WatcherEvent, min 12 {
+        /// Event type, see [`crate::op::event_type`].
+        pub event_type: i32 [i32],
+        /// Keeper state, see [`crate::op::keeper_state`].
+        pub state: i32 [i32],
+        /// Path, relative to nothing (the server knows no chroot).
+        pub path: String [ustring],
+    }
 
-/// delete (2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct DeleteRequest {
-    pub path: String,
-    pub version: i32,
-}
+    /// create (1), create2 (15), createContainer (19).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct CreateRequest {
+        pub path: String [path],
+        /// `None` is a null buffer (length -1): ZooKeeper stores it as null and getData returns
+        /// null again (zkCli prints "null"); dataLength is 0 either way.
+        pub data: Option<Vec<u8>> [opt_buffer],
+        pub acl: Vec<Acl> [vec],
+        pub flags: i32 [i32],
+    }
 
-/// exists (3), getData (4), getChildren (8), getChildren2 (12): a path and a watch flag.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct PathWatchRequest {
-    pub path: String,
-    pub watch: bool,
-}
+    /// createTTL (21): a create request plus a TTL in ms.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct CreateTtlRequest {
+        pub path: String [path],
+        /// `None` is a null buffer, as in [`CreateRequest::data`].
+        pub data: Option<Vec<u8>> [opt_buffer],
+        pub acl: Vec<Acl> [vec],
+        pub flags: i32 [i32],
+        pub ttl: i64 [i64],
+    }
 
-/// setData (5).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct SetDataRequest {
-    pub path: String,
-    /// `None` is a null buffer, as in [`CreateRequest::data`].
-    pub data: Option<Vec<u8>>,
-    pub version: i32,
-}
+    /// delete (2).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct DeleteRequest {
+        pub path: String [path],
+        pub version: i32 [i32],
+    }
 
-/// setACL (7).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct SetAclRequest {
-    pub path: String,
-    pub acl: Vec<Acl>,
-    pub version: i32,
-}
+    /// exists (3), getData (4), getChildren (8), getChildren2 (12): a path and a watch flag.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct PathWatchRequest {
+        pub path: String [path],
+        pub watch: bool [bool],
+    }
 
-/// check (13).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct CheckVersionRequest {
-    pub path: String,
-    pub version: i32,
-}
+    /// setData (5).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct SetDataRequest {
+        pub path: String [ustring],
+        /// `None` is a null buffer, as in [`CreateRequest::data`].
+        pub data: Option<Vec<u8>> [opt_buffer],
+        pub version: i32 [i32],
+    }
 
-/// checkWatches (17) and removeWatches (18).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct WatchesRequest {
-    pub path: String,
-    /// See [`crate::op::watcher_type`].
-    pub watcher_type: i32,
-}
+    /// setACL (7).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct SetAclRequest {
+        pub path: String [ustring],
+        pub acl: Vec<Acl> [vec],
+        pub version: i32 [i32],
+    }
 
-/// addWatch (106).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct AddWatchRequest {
-    pub path: String,
-    /// See [`crate::op::add_watch_mode`].
-    pub mode: i32,
-}
+    /// check (13).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct CheckVersionRequest {
+        pub path: String [ustring],
+        pub version: i32 [i32],
+    }
 
-/// setWatches (101).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct SetWatches {
-    pub relative_zxid: i64,
-    pub data_watches: Vec<String>,
-    pub exist_watches: Vec<String>,
-    pub child_watches: Vec<String>,
-}
+    /// checkWatches (17) and removeWatches (18).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct WatchesRequest {
+        pub path: String [path],
+        /// See [`crate::op::watcher_type`].
+        pub watcher_type: i32 [i32],
+    }
 
-/// setWatches2 (105).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct SetWatches2 {
-    pub relative_zxid: i64,
-    pub data_watches: Vec<String>,
-    pub exist_watches: Vec<String>,
-    pub child_watches: Vec<String>,
-    pub persistent_watches: Vec<String>,
-    pub persistent_recursive_watches: Vec<String>,
-}
+    /// addWatch (106).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct AddWatchRequest {
+        pub path: String [ustring],
+        /// See [`crate::op::add_watch_mode`].
+        pub mode: i32 [i32],
+    }
 
-/// auth (100), sent with xid -4.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct AuthPacket {
-    pub auth_type: i32,
-    pub scheme: String,
-    pub auth: Vec<u8>,
-}
+    /// setWatches (101).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct SetWatches {
+        pub relative_zxid: i64 [i64],
+        pub data_watches: Vec<String> [string_vec],
+        pub exist_watches: Vec<String> [string_vec],
+        pub child_watches: Vec<String> [string_vec],
+    }
 
-/// reconfig (16).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct ReconfigRequest {
-    pub joining_servers: Option<String>,
-    pub leaving_servers: Option<String>,
-    pub new_members: Option<String>,
-    pub cur_config_id: i64,
-}
+    /// setWatches2 (105).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct SetWatches2 {
+        pub relative_zxid: i64 [i64],
+        pub data_watches: Vec<String> [string_vec],
+        pub exist_watches: Vec<String> [string_vec],
+        pub child_watches: Vec<String> [string_vec],
+        pub persistent_watches: Vec<String> [string_vec],
+        pub persistent_recursive_watches: Vec<String> [string_vec],
+    }
 
-/// sasl (102).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct SaslRequest {
-    pub token: Vec<u8>,
+    /// auth (100), sent with xid -4.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct AuthPacket {
+        pub auth_type: i32 [i32],
+        pub scheme: String [ustring],
+        pub auth: Vec<u8> [buffer],
+    }
+
+    /// reconfig (16).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct ReconfigRequest {
+        pub joining_servers: Option<String> [opt_ustring],
+        pub leaving_servers: Option<String> [opt_ustring],
+        pub new_members: Option<String> [opt_ustring],
+        pub cur_config_id: i64 [i64],
+    }
+
+    /// sasl (102).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(missing_docs)]
+    pub struct SaslRequest {
+        pub token: Vec<u8> [buffer],
+    }
 }
 
 /// One sub-op of multi (14). The op code of each variant is its request's.
@@ -314,25 +440,27 @@ pub enum MultiReadResult {
     },
 }
 
-/// whoAmI result entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientInfo {
-    /// Auth scheme.
-    pub auth_scheme: String,
-    /// User within it.
-    pub user: String,
-}
+records! {
+    /// whoAmI result entry.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ClientInfo, min 8 {
+        /// Auth scheme.
+        pub auth_scheme: String [ustring],
+        /// User within it.
+        pub user: String [ustring],
+    }
 
-/// Precedes every sub-op of a multi/multiRead request and every sub-result of its response;
-/// `{type: -1, done: true, err: -1}` ends the list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MultiHeader {
-    /// Sub-op (or result) type: an op code, or -1 for an error result / the terminator.
-    pub op_type: i32,
-    /// True only on the terminator.
-    pub done: bool,
-    /// -1 in requests; the result's error code in responses (0 on success).
-    pub err: i32,
+    /// Precedes every sub-op of a multi/multiRead request and every sub-result of its response;
+    /// `{type: -1, done: true, err: -1}` ends the list.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct MultiHeader, min 9 {
+        /// Sub-op (or result) type: an op code, or -1 for an error result / the terminator.
+        pub op_type: i32 [i32],
+        /// True only on the terminator.
+        pub done: bool [bool],
+        /// -1 in requests; the result's error code in responses (0 on success).
+        pub err: i32 [i32],
+    }
 }
 
 impl MultiHeader {
@@ -342,410 +470,6 @@ impl MultiHeader {
         done: true,
         err: -1,
     };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Record impls: fields in jute declaration order.
-
-impl Record for Id {
-    const MIN_ENCODED_LEN: usize = 8;
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.scheme);
-        put_ustring(buf, &self.id);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Id {
-            scheme: r.read_ustring()?,
-            id: r.read_ustring()?,
-        })
-    }
-}
-
-impl Record for Acl {
-    const MIN_ENCODED_LEN: usize = 12;
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i32(buf, self.perms);
-        self.id.encode(buf);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Acl {
-            perms: r.read_i32()?,
-            id: Id::decode(r)?,
-        })
-    }
-}
-
-impl Record for Stat {
-    const MIN_ENCODED_LEN: usize = 68;
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i64(buf, self.czxid);
-        put_i64(buf, self.mzxid);
-        put_i64(buf, self.ctime);
-        put_i64(buf, self.mtime);
-        put_i32(buf, self.version);
-        put_i32(buf, self.cversion);
-        put_i32(buf, self.aversion);
-        put_i64(buf, self.ephemeral_owner);
-        put_i32(buf, self.data_length);
-        put_i32(buf, self.num_children);
-        put_i64(buf, self.pzxid);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Stat {
-            czxid: r.read_i64()?,
-            mzxid: r.read_i64()?,
-            ctime: r.read_i64()?,
-            mtime: r.read_i64()?,
-            version: r.read_i32()?,
-            cversion: r.read_i32()?,
-            aversion: r.read_i32()?,
-            ephemeral_owner: r.read_i64()?,
-            data_length: r.read_i32()?,
-            num_children: r.read_i32()?,
-            pzxid: r.read_i64()?,
-        })
-    }
-}
-
-impl Record for ConnectRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i32(buf, self.protocol_version);
-        put_i64(buf, self.last_zxid_seen);
-        put_i32(buf, self.time_out);
-        put_i64(buf, self.session_id);
-        put_buffer(buf, &self.passwd);
-        if let Some(ro) = self.read_only {
-            put_bool(buf, ro);
-        }
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(ConnectRequest {
-            protocol_version: r.read_i32()?,
-            last_zxid_seen: r.read_i64()?,
-            time_out: r.read_i32()?,
-            session_id: r.read_i64()?,
-            passwd: r.read_buffer()?,
-            // Clients up to 3.3 end the record here; Apache reads readOnly in a try/catch.
-            read_only: if r.is_empty() {
-                None
-            } else {
-                Some(r.read_bool()?)
-            },
-        })
-    }
-}
-
-impl Record for ConnectResponse {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i32(buf, self.protocol_version);
-        put_i32(buf, self.time_out);
-        put_i64(buf, self.session_id);
-        put_buffer(buf, &self.passwd);
-        if let Some(ro) = self.read_only {
-            put_bool(buf, ro);
-        }
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(ConnectResponse {
-            protocol_version: r.read_i32()?,
-            time_out: r.read_i32()?,
-            session_id: r.read_i64()?,
-            passwd: r.read_buffer()?,
-            read_only: if r.is_empty() {
-                None
-            } else {
-                Some(r.read_bool()?)
-            },
-        })
-    }
-}
-
-impl Record for RequestHeader {
-    const MIN_ENCODED_LEN: usize = 8;
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i32(buf, self.xid);
-        put_i32(buf, self.op);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(RequestHeader {
-            xid: r.read_i32()?,
-            op: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for ReplyHeader {
-    const MIN_ENCODED_LEN: usize = 16;
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i32(buf, self.xid);
-        put_i64(buf, self.zxid);
-        put_i32(buf, self.err);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(ReplyHeader {
-            xid: r.read_i32()?,
-            zxid: r.read_i64()?,
-            err: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for WatcherEvent {
-    const MIN_ENCODED_LEN: usize = 12;
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i32(buf, self.event_type);
-        put_i32(buf, self.state);
-        put_ustring(buf, &self.path);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(WatcherEvent {
-            event_type: r.read_i32()?,
-            state: r.read_i32()?,
-            path: r.read_ustring()?,
-        })
-    }
-}
-
-impl Record for CreateRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_opt_buffer(buf, self.data.as_deref());
-        put_vec(buf, &self.acl);
-        put_i32(buf, self.flags);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(CreateRequest {
-            path: r.read_path()?,
-            data: r.read_opt_buffer()?,
-            acl: r.read_vec()?,
-            flags: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for CreateTtlRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_opt_buffer(buf, self.data.as_deref());
-        put_vec(buf, &self.acl);
-        put_i32(buf, self.flags);
-        put_i64(buf, self.ttl);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(CreateTtlRequest {
-            path: r.read_path()?,
-            data: r.read_opt_buffer()?,
-            acl: r.read_vec()?,
-            flags: r.read_i32()?,
-            ttl: r.read_i64()?,
-        })
-    }
-}
-
-impl Record for DeleteRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_i32(buf, self.version);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(DeleteRequest {
-            path: r.read_path()?,
-            version: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for PathWatchRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_bool(buf, self.watch);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(PathWatchRequest {
-            path: r.read_path()?,
-            watch: r.read_bool()?,
-        })
-    }
-}
-
-impl Record for SetDataRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_opt_buffer(buf, self.data.as_deref());
-        put_i32(buf, self.version);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(SetDataRequest {
-            path: r.read_ustring()?,
-            data: r.read_opt_buffer()?,
-            version: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for SetAclRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_vec(buf, &self.acl);
-        put_i32(buf, self.version);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(SetAclRequest {
-            path: r.read_ustring()?,
-            acl: r.read_vec()?,
-            version: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for CheckVersionRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_i32(buf, self.version);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(CheckVersionRequest {
-            path: r.read_ustring()?,
-            version: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for WatchesRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_i32(buf, self.watcher_type);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(WatchesRequest {
-            path: r.read_path()?,
-            watcher_type: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for AddWatchRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.path);
-        put_i32(buf, self.mode);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(AddWatchRequest {
-            path: r.read_ustring()?,
-            mode: r.read_i32()?,
-        })
-    }
-}
-
-impl Record for SetWatches {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i64(buf, self.relative_zxid);
-        put_string_vec(buf, &self.data_watches);
-        put_string_vec(buf, &self.exist_watches);
-        put_string_vec(buf, &self.child_watches);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(SetWatches {
-            relative_zxid: r.read_i64()?,
-            data_watches: r.read_string_vec()?,
-            exist_watches: r.read_string_vec()?,
-            child_watches: r.read_string_vec()?,
-        })
-    }
-}
-
-impl Record for SetWatches2 {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i64(buf, self.relative_zxid);
-        put_string_vec(buf, &self.data_watches);
-        put_string_vec(buf, &self.exist_watches);
-        put_string_vec(buf, &self.child_watches);
-        put_string_vec(buf, &self.persistent_watches);
-        put_string_vec(buf, &self.persistent_recursive_watches);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(SetWatches2 {
-            relative_zxid: r.read_i64()?,
-            data_watches: r.read_string_vec()?,
-            exist_watches: r.read_string_vec()?,
-            child_watches: r.read_string_vec()?,
-            persistent_watches: r.read_string_vec()?,
-            persistent_recursive_watches: r.read_string_vec()?,
-        })
-    }
-}
-
-impl Record for AuthPacket {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i32(buf, self.auth_type);
-        put_ustring(buf, &self.scheme);
-        put_buffer(buf, &self.auth);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(AuthPacket {
-            auth_type: r.read_i32()?,
-            scheme: r.read_ustring()?,
-            auth: r.read_buffer()?,
-        })
-    }
-}
-
-impl Record for ReconfigRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_opt_ustring(buf, self.joining_servers.as_deref());
-        put_opt_ustring(buf, self.leaving_servers.as_deref());
-        put_opt_ustring(buf, self.new_members.as_deref());
-        put_i64(buf, self.cur_config_id);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(ReconfigRequest {
-            joining_servers: r.read_opt_ustring()?,
-            leaving_servers: r.read_opt_ustring()?,
-            new_members: r.read_opt_ustring()?,
-            cur_config_id: r.read_i64()?,
-        })
-    }
-}
-
-impl Record for SaslRequest {
-    fn encode(&self, buf: &mut BytesMut) {
-        put_buffer(buf, &self.token);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(SaslRequest {
-            token: r.read_buffer()?,
-        })
-    }
-}
-
-impl Record for ClientInfo {
-    const MIN_ENCODED_LEN: usize = 8;
-    fn encode(&self, buf: &mut BytesMut) {
-        put_ustring(buf, &self.auth_scheme);
-        put_ustring(buf, &self.user);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(ClientInfo {
-            auth_scheme: r.read_ustring()?,
-            user: r.read_ustring()?,
-        })
-    }
-}
-
-impl Record for MultiHeader {
-    const MIN_ENCODED_LEN: usize = 9;
-    fn encode(&self, buf: &mut BytesMut) {
-        put_i32(buf, self.op_type);
-        put_bool(buf, self.done);
-        put_i32(buf, self.err);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(MultiHeader {
-            op_type: r.read_i32()?,
-            done: r.read_bool()?,
-            err: r.read_i32()?,
-        })
-    }
 }
 
 #[cfg(test)]

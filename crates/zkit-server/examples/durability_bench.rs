@@ -1,4 +1,4 @@
-//! The figures of issue 3's benchmark, end to end through the server with a data dir:
+//! The durability benchmark's figures, end to end through the server with a data dir:
 //!
 //! 1. this machine's fdatasync rate (100-byte appends to a pre-allocated file);
 //! 2. write throughput with 64 concurrent sessions, fsync on, each setting its own nodes in a
@@ -327,6 +327,7 @@ fn core_config() -> Config {
         container_check_interval_ms: 60_000,
         server_id: 0,
         super_digest: None,
+        hash_seed: 0,
     }
 }
 
@@ -368,7 +369,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
             core.handle(now, 1, 1, create(format!("/b{p:04}/n{c:04}")));
         }
         let ready = core.ready();
-        storage.persist(&ready.txns).await?;
+        storage.submit(&ready.txns).await?;
     }
     let total = core.tree().len();
     println!(
@@ -427,7 +428,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
             }),
         );
         let ready = core.ready();
-        storage.persist(&ready.txns).await?;
+        storage.submit(&ready.txns).await?;
         concurrent += 1;
     }
     let (bytes, took) = writer.join().map_err(|_| "snapshot writer panicked")??;

@@ -10,14 +10,21 @@
 //! HTTP/1.1 only, on hyper. Nothing here changes the data tree (the reset and trace-mask
 //! commands touch counters only). It reads the core between pipeline batches, like the
 //! four-letter words.
+//!
+//! Every other path (`/` included) goes to [`crate::ServerConfig::admin_extra`] when one is set
+//! (the CLI mounts the web dashboard there), any method; without one they are 404 (`/` lists
+//! the commands, as before).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -27,11 +34,27 @@ use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
-use crate::connection::Shared;
-use crate::four_letter::{self, ConnInfo, ConnView, MonitorValue, TreeDigest, WatchView};
+use crate::error::Error;
+use crate::four_letter::views::{self, ConnInfo, ConnView, MonitorValue, TreeDigest, WatchView};
+use crate::four_letter::{core_stats, inspect};
 use crate::metrics::CoreGauges;
-use crate::Error;
+use crate::shared::Shared;
 use zkit_core::Stats;
+
+/// The body of an admin response: a whole buffer, or a stream (server-sent events).
+pub type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Serves the admin paths zkit-server does not serve itself (everything but `/metrics`,
+/// `/commands` and `/commands/<name>`), for any method: set it in
+/// [`crate::ServerConfig::admin_extra`]. zkit-server knows nothing of what it serves.
+pub trait AdminHandler: Send + Sync + std::fmt::Debug {
+    /// Answers one request. Called on the admin connection's task; it may take its time
+    /// (a long-lived stream is fine: the connection ends when the server shuts down).
+    fn handle(
+        &self,
+        req: Request<Incoming>,
+    ) -> Pin<Box<dyn Future<Output = Response<AdminBody>> + Send>>;
+}
 
 /// Binds the admin listener; returns it with its real address (port 0 picks one).
 pub(crate) async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), Error> {
@@ -91,16 +114,27 @@ fn json_response(status: StatusCode, value: &Value) -> Response<Full<Bytes>> {
 async fn handle(
     req: Request<Incoming>,
     shared: Arc<Shared>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<AdminBody>, Infallible> {
+    let path = req.uri().path();
+    let own = path == "/metrics"
+        || path.trim_end_matches('/') == "/commands"
+        || path.starts_with("/commands/");
+    if let (false, Some(extra)) = (own, &shared.config.admin_extra) {
+        return Ok(extra.handle(req).await);
+    }
+    Ok(handle_own(req, shared).await.map(BodyExt::boxed_unsync))
+}
+
+async fn handle_own(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return Ok(respond(
+        return respond(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
             "only GET\n".into(),
-        ));
+        );
     }
     let path = req.uri().path().trim_end_matches('/');
-    Ok(match path {
+    match path {
         "/metrics" => match gauges(&shared).await {
             Some(g) => respond(
                 StatusCode::OK,
@@ -120,7 +154,7 @@ async fn handle(
             Some(name) => command(name, req.uri().query(), &shared).await,
             None => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
         },
-    })
+    }
 }
 
 fn unavailable() -> Response<Full<Bytes>> {
@@ -164,7 +198,7 @@ fn primary(name: &str) -> Option<&'static str> {
 }
 
 async fn gauges(shared: &Shared) -> Option<CoreGauges> {
-    four_letter::inspect(shared, |core| {
+    inspect(shared, |core| {
         let s = core.stats();
         CoreGauges {
             sessions: s.sessions,
@@ -183,7 +217,7 @@ async fn gauges(shared: &Shared) -> Option<CoreGauges> {
 fn server_stats_json(shared: &Shared, stats: &Stats) -> Value {
     let m = &shared.metrics;
     let lat = m.latency();
-    let dir_size = four_letter::data_dir_size(shared);
+    let dir_size = views::data_dir_size(shared);
     json!({
         "packets_sent": m.packets_sent.load(Relaxed),
         "packets_received": m.packets_received.load(Relaxed),
@@ -246,13 +280,11 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
     match cmd {
         "ruok" => {}
         "stats" | "server_stats" => {
-            let Some(stats) = four_letter::core_stats(shared).await else {
+            let Some(stats) = core_stats(shared).await else {
                 return unavailable();
             };
-            let view = four_letter::inspect(shared, ConnView::of)
-                .await
-                .unwrap_or_default();
-            put("version", json!(four_letter::version()));
+            let view = inspect(shared, ConnView::of).await.unwrap_or_default();
+            put("version", json!(views::version()));
             put("read_only", json!(false));
             put("server_stats", server_stats_json(shared, &stats));
             put("node_count", json!(stats.node_count));
@@ -266,10 +298,10 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
             }
         }
         "monitor" => {
-            let Some(stats) = four_letter::core_stats(shared).await else {
+            let Some(stats) = core_stats(shared).await else {
                 return unavailable();
             };
-            for (k, v) in four_letter::monitor(shared, &stats) {
+            for (k, v) in views::monitor(shared, &stats) {
                 put(
                     k,
                     match v {
@@ -282,9 +314,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
             }
         }
         "connections" => {
-            let view = four_letter::inspect(shared, ConnView::of)
-                .await
-                .unwrap_or_default();
+            let view = inspect(shared, ConnView::of).await.unwrap_or_default();
             // Every client connection; the session fields only where there is a session.
             let conns: Vec<Value> = ConnInfo::all(shared, &view)
                 .iter()
@@ -294,7 +324,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
             put("secure_connections", json!([]));
         }
         "watches" | "watches_by_path" | "watch_summary" | "dump" => {
-            let Some(view) = four_letter::inspect(shared, WatchView::of).await else {
+            let Some(view) = inspect(shared, WatchView::of).await else {
                 return unavailable();
             };
             match cmd {
@@ -321,7 +351,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
                     put("num_total_watches", json!(summary.watches));
                 }
                 _ => {
-                    let expiry: Map<String, Value> = four_letter::sessions_by_expiry(&view)
+                    let expiry: Map<String, Value> = views::sessions_by_expiry(&view)
                         .into_iter()
                         .map(|(at, sids)| (at.to_string(), json!(sids)))
                         .collect();
@@ -353,17 +383,17 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
             put("client_port_listen_backlog", json!(-1));
         }
         "environment" => {
-            for (k, v) in four_letter::environment() {
+            for (k, v) in views::environment() {
                 put(k, json!(v));
             }
         }
         "dirs" => {
-            let size = four_letter::data_dir_size(shared);
+            let size = views::data_dir_size(shared);
             put("datadir_size", json!(size));
             put("logdir_size", json!(size));
         }
         "hash" => {
-            let Some(d) = four_letter::inspect(shared, TreeDigest::of).await else {
+            let Some(d) = inspect(shared, TreeDigest::of).await else {
                 return unavailable();
             };
             put(
@@ -371,7 +401,7 @@ async fn command(name: &str, query: Option<&str>, shared: &Shared) -> Response<F
                 json!([{
                     "zxid": d.zxid,
                     "digest": d.digest,
-                    "digest_version": four_letter::DIGEST_VERSION,
+                    "digest_version": zkit_core::digest::DIGEST_VERSION,
                 }]),
             );
         }

@@ -6,8 +6,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::admin_http::AdminHandler;
 use crate::storage::durable::DurableOptions;
 pub use crate::storage::wal::FsyncMode;
 use crate::storage::wal::WalOptions;
@@ -46,6 +48,9 @@ pub struct ServerConfig {
     pub limits: crate::limits::Limits,
     /// Where the HTTP admin endpoint (`/metrics`, `/commands/<name>`) listens; `None` = off.
     pub admin_listen: Option<SocketAddr>,
+    /// Serves every other path of the admin endpoint (`/` included), e.g. the web dashboard;
+    /// `None` (the default): those paths are 404.
+    pub admin_extra: Option<Arc<dyn AdminHandler>>,
     /// `dataDir`: where the WAL and snapshots live (locked while the server runs). `None` (the
     /// default, and what [`ServerConfig::ephemeral`] gives tests) keeps state in memory only.
     pub data_dir: Option<PathBuf>,
@@ -74,6 +79,7 @@ impl Default for ServerConfig {
             super_digest: None,
             limits: crate::limits::Limits::default(),
             admin_listen: None,
+            admin_extra: None,
             data_dir: None,
             fsync: FsyncMode::Always,
             snap_count: crate::storage::snapshotter::DEFAULT_SNAP_COUNT,
@@ -112,7 +118,8 @@ impl ServerConfig {
             .unwrap_or_default()
     }
 
-    /// The settings the state machine needs.
+    /// The settings the state machine needs. The path-hash seed is drawn at random, as the
+    /// session passwords are: the core is deterministic for a seed, the server's seed is secret.
     pub(crate) fn core_config(&self) -> zkit_core::Config {
         let ms32 = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
         zkit_core::Config {
@@ -123,6 +130,7 @@ impl ServerConfig {
             container_check_interval_ms: millis(self.container_check_interval),
             server_id: 0,
             super_digest: self.super_digest.clone(),
+            hash_seed: rand::random(),
         }
     }
 
@@ -140,23 +148,25 @@ impl ServerConfig {
     }
 
     /// Checks the settings are usable.
-    pub(crate) fn validate(&self) -> Result<(), crate::Error> {
+    pub(crate) fn validate(&self) -> Result<(), crate::error::Error> {
         if self.tick_time.is_zero() {
-            return Err(crate::Error::Config("tick time must be positive".into()));
+            return Err(crate::error::Error::Config(
+                "tick time must be positive".into(),
+            ));
         }
         if self.container_check_interval.is_zero() {
-            return Err(crate::Error::Config(
+            return Err(crate::error::Error::Config(
                 "container check interval must be positive".into(),
             ));
         }
         let (min, max) = self.session_timeout_bounds_ms();
         if min > max {
-            return Err(crate::Error::Config(format!(
+            return Err(crate::error::Error::Config(format!(
                 "minimum session timeout {min} ms exceeds maximum {max} ms"
             )));
         }
         if self.max_frame < 8 {
-            return Err(crate::Error::Config(
+            return Err(crate::error::Error::Config(
                 "max frame must hold a request header".into(),
             ));
         }

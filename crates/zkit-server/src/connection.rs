@@ -3,10 +3,9 @@
 //! The reader cuts frames (4-byte length, limit `max_frame`), decodes the handshake and then
 //! request headers and bodies, and queues them for the pipeline; it never touches state. The
 //! writer encodes whatever the pipeline sends back, in order, coalescing what is queued into one
-//! write. What the pipeline sends back goes through an [`Outbox`]: one lock and one wake-up per
-//! connection per batch (not per message), bounded by `max_outbound_bytes` — a client that stops
-//! reading is closed instead of growing the server's memory. On a fresh connection the first four bytes may be a four-letter word instead of a
-//! length: it is answered and the connection closed (see `four_letter`).
+//! write. What the pipeline sends back goes through an [`Outbox`] (see `outbox`). On a fresh
+//! connection the first four bytes may be a four-letter word instead of a length: it is
+//! answered and the connection closed (see `four_letter`).
 //!
 //! Anything malformed — a negative or oversized length, a handshake or request header that does
 //! not decode, a closed socket — ends this connection only. A body that does not decode (or an
@@ -14,14 +13,14 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, field, info_span, warn, Instrument, Span};
 use zkit_core::{ConnId, Outbound};
@@ -32,168 +31,14 @@ use zkit_proto::{
 };
 
 use crate::four_letter;
-use crate::limits::ConnectionCounts;
 use crate::metrics::{op_name, ConnMetrics, Metrics};
-use crate::pipeline::ToCore;
-use crate::ServerConfig;
+use crate::outbox::{outbox, Outbox, Taken};
+use crate::shared::Shared;
+use crate::to_core::ToCore;
 
 /// Largest chunk the writer builds before writing, so one slow client's backlog is written in
 /// bounded pieces.
 const WRITE_CHUNK: usize = 256 * 1024;
-
-/// A connection's outbound queue, shared by the pipeline (through its [`OutboxSender`]) and
-/// the connection's writer, which takes everything queued at once.
-#[derive(Debug)]
-pub(crate) struct Outbox {
-    state: Mutex<OutboxState>,
-    wake: Notify,
-    limit: usize,
-    /// Cancelled on overflow: interrupts a writer blocked on a socket nobody reads.
-    overflow: CancellationToken,
-}
-
-#[derive(Debug, Default)]
-struct OutboxState {
-    queue: Vec<Outbound>,
-    /// Estimated bytes of `queue`.
-    bytes: usize,
-    /// The pipeline will queue nothing more: the writer ends once the queue is written.
-    closed: bool,
-    /// Over the bound: the writer ends at once, writing nothing more.
-    overflowed: bool,
-}
-
-/// What [`OutboxSender::flush`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flushed {
-    /// Queued for the writer.
-    Queued,
-    /// The queue passed the bound: it was dropped and the connection is closing.
-    Overflowed,
-}
-
-/// The pipeline's end of an [`Outbox`]: stages one batch's messages for the connection and
-/// queues them with one lock. Dropping it closes the outbox (the writer finishes what is
-/// queued, then closes the socket).
-#[derive(Debug)]
-pub(crate) struct OutboxSender {
-    outbox: Arc<Outbox>,
-    staged: Vec<Outbound>,
-    staged_bytes: usize,
-}
-
-impl OutboxSender {
-    /// Adds `message` to what the next [`OutboxSender::flush`] queues; returns whether it is
-    /// the first one staged since the last flush.
-    pub fn stage(&mut self, message: Outbound) -> bool {
-        self.staged_bytes += approx_bytes(&message);
-        self.staged.push(message);
-        self.staged.len() == 1
-    }
-
-    /// Queues the staged messages for the writer and wakes it.
-    pub fn flush(&mut self) -> Flushed {
-        if self.staged.is_empty() {
-            return Flushed::Queued;
-        }
-        let outbox = &self.outbox;
-        let mut state = lock(&outbox.state);
-        if state.overflowed {
-            self.staged.clear();
-            self.staged_bytes = 0;
-            return Flushed::Overflowed;
-        }
-        state.bytes += self.staged_bytes;
-        self.staged_bytes = 0;
-        if state.bytes > outbox.limit {
-            // Free the backlog now; the writer stops without writing it.
-            state.overflowed = true;
-            state.queue = Vec::new();
-            state.bytes = 0;
-            self.staged.clear();
-            drop(state);
-            outbox.overflow.cancel();
-            return Flushed::Overflowed;
-        }
-        if state.queue.is_empty() {
-            // Hand over the staged vector itself; keep the (empty, sized) one for next time.
-            std::mem::swap(&mut state.queue, &mut self.staged);
-        } else {
-            state.queue.append(&mut self.staged);
-        }
-        drop(state);
-        outbox.wake.notify_one();
-        Flushed::Queued
-    }
-}
-
-impl Drop for OutboxSender {
-    fn drop(&mut self) {
-        self.flush();
-        lock(&self.outbox.state).closed = true;
-        self.outbox.wake.notify_one();
-    }
-}
-
-/// A new outbox bounded by `limit` bytes: the pipeline's end and the writer's.
-pub(crate) fn outbox(limit: usize) -> (OutboxSender, Arc<Outbox>) {
-    let outbox = Arc::new(Outbox {
-        state: Mutex::new(OutboxState::default()),
-        wake: Notify::new(),
-        limit,
-        overflow: CancellationToken::new(),
-    });
-    (
-        OutboxSender {
-            outbox: outbox.clone(),
-            staged: Vec::new(),
-            staged_bytes: 0,
-        },
-        outbox,
-    )
-}
-
-fn lock(state: &Mutex<OutboxState>) -> std::sync::MutexGuard<'_, OutboxState> {
-    // The critical sections cannot panic; a poisoned lock still holds a consistent queue.
-    state
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// What a queued message costs in memory, roughly: its size plus the heap data it carries.
-/// The bound is about a client that does not read, not about exact accounting.
-fn approx_bytes(message: &Outbound) -> usize {
-    use zkit_proto::Response;
-    let heap = match message {
-        Outbound::Reply { body, .. } => match body {
-            Response::Create { path }
-            | Response::Sync { path }
-            | Response::Create2 { path, .. } => path.len(),
-            Response::GetData { data, .. } => data.as_ref().map_or(0, Vec::len),
-            Response::GetChildren { children }
-            | Response::GetChildren2 { children, .. }
-            | Response::Ephemerals(children) => children.iter().map(|c| c.len() + 24).sum(),
-            Response::GetAcl { acl, .. } => acl.len() * 64,
-            Response::Multi(results) => results.len() * 128,
-            Response::MultiRead(results) => results.len() * 128,
-            Response::WhoAmI(infos) => infos.len() * 64,
-            _ => 0,
-        },
-        Outbound::Event { event, .. } => event.path.len(),
-        Outbound::Connect { .. } | Outbound::Close => 0,
-    };
-    std::mem::size_of::<Outbound>() + heap
-}
-
-/// What every connection shares.
-pub(crate) struct Shared {
-    pub config: ServerConfig,
-    pub metrics: Arc<Metrics>,
-    pub to_core: mpsc::Sender<ToCore>,
-    pub shutdown: CancellationToken,
-    /// Live connections per client IP (`maxClientCnxns`).
-    pub conn_counts: Arc<ConnectionCounts>,
-}
 
 /// Serves one accepted connection until it closes.
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
@@ -449,21 +294,15 @@ async fn write_loop(
     let mut taken: Vec<Outbound> = Vec::new();
     let mut written: Vec<(i32, i64)> = Vec::new();
     'outer: loop {
-        let closed = {
-            let mut state = lock(&outbox.state);
-            if state.overflowed {
-                break 'outer;
-            }
-            std::mem::swap(&mut state.queue, &mut taken);
-            state.bytes = 0;
-            state.closed
+        let closed = match outbox.take(&mut taken) {
+            Taken::Overflowed => break 'outer,
+            Taken::Messages { closed } => closed,
         };
         if taken.is_empty() {
             if closed {
                 break;
             }
-            // A wake-up sent since the lock above is stored as a permit: none is missed.
-            outbox.wake.notified().await;
+            outbox.queued().await;
             continue;
         }
         let mut messages = taken.drain(..);
@@ -489,7 +328,7 @@ async fn write_loop(
                 },
                 // The client stopped reading and the pipeline gave up on it: the pending
                 // write never completes, so do not wait for it.
-                () = outbox.overflow.cancelled() => break 'outer,
+                () = outbox.overflowed() => break 'outer,
             }
             out.clear();
             metrics.replies_written(&server, &written);

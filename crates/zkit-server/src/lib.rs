@@ -23,53 +23,51 @@
 //!   through [`storage::Storage`], then releases the replies and watch events.
 //! - `connection`: one task pair per TCP connection: the reader turns frames into decoded
 //!   requests for the pipeline; the writer encodes what the pipeline sends back, in order.
+//! - `to_core`: the messages connections (and the four-letter words, and the admin endpoint)
+//!   queue for the pipeline; `outbox`: the bounded queue the pipeline fills for each
+//!   connection's writer; `shared`: what all of them hold (config, metrics, the queue).
 //! - `four_letter`: every ZooKeeper 3.8 four-letter word (`ruok`, `srvr`, `stat`, `mntr`,
 //!   `cons`, `dump`, `hash`, ...) in ZooKeeper's output formats, behind the whitelist.
 //! - `metrics`: counters shared by connections, the pipeline and the four-letter words, and
 //!   their Prometheus rendering.
 //! - [`limits`]: connections per client IP, requests in flight per connection.
-//! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`).
+//! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`), and
+//!   the [`AdminHandler`] hook that serves its other paths (the dashboard).
+//! - `error`: [`Error`], why a server could not start or stopped.
 //! - [`zoo_cfg`]: reads `zoo.cfg` (and its TOML form) into a [`ServerConfig`].
+//! - [`apache_import`]: an Apache ZooKeeper data dir (snapshot + txn logs) into a fresh zkit
+//!   data dir (`zkit serve --import-apache`).
 //! - [`storage`]: where txns become durable before replies leave: in memory, or with a data
 //!   dir a write-ahead log with group commit, background snapshots and crash recovery.
+//! - [`testing`]: [`testing::TestingCluster`], N independent embedded servers behind fixed
+//!   ports (stop, restart, pause, drop connections) for testing client failover, like
+//!   Curator's `TestingCluster` — not a replicated ensemble.
 //!
 //! The server never panics on client input: a malformed frame or handshake closes that one
 //! connection; a request whose body does not decode gets ZooKeeper's error code. Other sessions
 //! are unaffected.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod admin_http;
+pub mod apache_import;
 pub mod config;
 mod connection;
+mod error;
 mod four_letter;
 pub mod limits;
 mod metrics;
+mod outbox;
 mod pipeline;
 pub mod server;
+mod shared;
 pub mod storage;
-
+pub mod testing;
+mod to_core;
 pub mod zoo_cfg;
 
+pub use admin_http::{AdminBody, AdminHandler};
 pub use config::{FourLetterWhitelist, FsyncMode, ServerConfig};
+pub use error::Error;
 pub use limits::Limits;
 pub use server::Server;
-
-/// Errors of starting or running a server.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// Binding the listening socket failed.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address asked for.
-        addr: std::net::SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The storage failed to recover or persist state.
-    #[error("storage: {0}")]
-    Storage(#[from] std::io::Error),
-    /// The configuration is inconsistent.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-}

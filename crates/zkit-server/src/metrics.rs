@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use zkit_core::ConnId;
 
+/// `ZooTrace`'s default trace mask (`gtmk` on a fresh 3.8 server answers 306).
+const DEFAULT_TRACE_MASK: i64 = 306;
+
 /// Server-wide counters.
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -235,7 +238,7 @@ impl Metrics {
             fsync: Mutex::new(Histogram::default()),
             refused_connections: AtomicU64::new(0),
             outbound_overflows: AtomicU64::new(0),
-            trace_mask: AtomicI64::new(crate::four_letter::DEFAULT_TRACE_MASK),
+            trace_mask: AtomicI64::new(DEFAULT_TRACE_MASK),
         }
     }
 

@@ -22,15 +22,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rand::RngCore;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, trace, warn};
-use zkit_core::{ConnId, Core, Outbound, Stats};
-use zkit_proto::{ConnectRequest, ErrorCode, Request};
+use zkit_core::{ConnId, Core, Outbound};
 
-use crate::connection::{Flushed, OutboxSender};
 use crate::metrics::Metrics;
+use crate::outbox::{Flushed, OutboxSender};
+use crate::storage::error::StorageError;
 use crate::storage::{Durable, Storage};
+use crate::to_core::{Inspection, ToCore};
 
 /// Most messages folded into one batch, so a flood cannot starve ticks or delay replies forever.
 const MAX_BATCH: usize = 4096;
@@ -38,54 +39,6 @@ const MAX_BATCH: usize = 4096;
 /// Most batches waiting for the disk; beyond it the pipeline stops taking messages (and the
 /// bounded queue in front of it stops the readers) until the oldest is durable.
 const MAX_IN_FLIGHT: usize = 32;
-
-/// What connections ask of the pipeline.
-#[derive(Debug)]
-pub(crate) enum ToCore {
-    /// A connection exists; this is where its messages go.
-    Open {
-        conn: ConnId,
-        peer: std::net::IpAddr,
-        outbound: OutboxSender,
-    },
-    /// The handshake.
-    Connect {
-        conn: ConnId,
-        request: ConnectRequest,
-    },
-    /// A decoded request.
-    Request {
-        conn: ConnId,
-        xid: i32,
-        request: Request,
-        received: Instant,
-    },
-    /// A request the shell could not decode; answered with `err` (a write, by `op`, is
-    /// logged as an error txn first, as Apache does).
-    Reject {
-        conn: ConnId,
-        xid: i32,
-        op: i32,
-        err: ErrorCode,
-        received: Instant,
-    },
-    /// The connection is gone.
-    Closed { conn: ConnId },
-    /// A snapshot of the core's counters (four-letter words).
-    Stats { reply: oneshot::Sender<Stats> },
-    /// A read-only look at the core between batches (four-letter words, admin endpoint): the
-    /// closure answers through its own channel.
-    Inspect(Inspection),
-}
-
-/// A closure run on the core by [`ToCore::Inspect`].
-pub(crate) struct Inspection(pub Box<dyn FnOnce(&Core) + Send>);
-
-impl std::fmt::Debug for Inspection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Inspection")
-    }
-}
 
 /// Milliseconds since the Unix epoch: the core's notion of `now`.
 pub(crate) fn now_ms() -> i64 {
@@ -120,6 +73,9 @@ pub(crate) struct Pipeline {
     /// Connections closed by a storage failure whose queued messages must not reach the
     /// rebuilt core (removed when their `Closed` arrives).
     dropped: HashSet<ConnId>,
+    /// The stale-read cache of the `STALE_READS` fail point (tests only).
+    #[cfg(feature = "failpoints")]
+    stale_reads: StaleReads,
 }
 
 impl Pipeline {
@@ -133,6 +89,8 @@ impl Pipeline {
             in_flight: VecDeque::new(),
             touched: Vec::new(),
             dropped: HashSet::new(),
+            #[cfg(feature = "failpoints")]
+            stale_reads: StaleReads::default(),
         }
     }
 
@@ -278,7 +236,10 @@ impl Pipeline {
     /// starts writing them at once), the messages wait behind every batch still in flight — or
     /// leave now if there is none and the batch wrote nothing.
     fn end_batch(&mut self) {
-        let ready = self.core.ready();
+        #[cfg_attr(not(feature = "failpoints"), allow(unused_mut))]
+        let mut ready = self.core.ready();
+        #[cfg(feature = "failpoints")]
+        self.stale_reads.serve(&mut ready.messages);
         if ready.txns.is_empty() {
             if ready.messages.is_empty() && self.batch_received.is_empty() {
                 return;
@@ -381,7 +342,7 @@ impl Pipeline {
     /// connection is closed — clients see a connection loss and reconnect, their sessions
     /// being on disk — and the core is rebuilt from what the storage really has. Only if that
     /// fails does the error stop the server.
-    async fn rebuild_after(&mut self, err: std::io::Error) -> std::io::Result<()> {
+    async fn rebuild_after(&mut self, err: StorageError) -> Result<(), StorageError> {
         error!(
             %err,
             batches = self.in_flight.len(),
@@ -421,8 +382,44 @@ impl Pipeline {
     }
 }
 
+/// Broken on purpose (fail point `STALE_READS`, `return(MS)`; tests only): a getData reply is
+/// replaced by the first reply for the same node (by czxid) given in the last MS, a read cache
+/// that writes never invalidate. It proves that the verification checkers catch stale reads.
+#[cfg(feature = "failpoints")]
+#[derive(Default)]
+struct StaleReads(HashMap<i64, (Instant, zkit_proto::Response)>);
+
+#[cfg(feature = "failpoints")]
+impl StaleReads {
+    fn serve(&mut self, messages: &mut [(ConnId, Outbound)]) {
+        use crate::storage::failpoint;
+        let Some(max_age) = fail::eval(failpoint::STALE_READS, failpoint::millis_arg) else {
+            self.0.clear();
+            return;
+        };
+        let now = Instant::now();
+        for (_, message) in messages {
+            let Outbound::Reply { header, body } = message else {
+                continue;
+            };
+            let zkit_proto::Response::GetData { stat, .. } = body else {
+                continue;
+            };
+            if header.err != 0 {
+                continue;
+            }
+            match self.0.get(&stat.czxid) {
+                Some((at, cached)) if now.duration_since(*at) < max_age => *body = cached.clone(),
+                _ => {
+                    self.0.insert(stat.czxid, (now, body.clone()));
+                }
+            }
+        }
+    }
+}
+
 /// The oldest in-flight batch's durability (pending when there is none to wait for).
-async fn front_durable(in_flight: &mut VecDeque<InFlight>) -> std::io::Result<()> {
+async fn front_durable(in_flight: &mut VecDeque<InFlight>) -> Result<(), StorageError> {
     match in_flight.front_mut().and_then(|b| b.durable.as_mut()) {
         Some(durable) => durable.await,
         None => std::future::pending().await,

@@ -11,11 +11,14 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 use zkit_core::ConnId;
 
-use crate::connection::{self, Shared};
+use crate::config::ServerConfig;
+use crate::connection;
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::pipeline::{now_ms, Pipeline};
+use crate::shared::Shared;
+use crate::storage::error::StorageError;
 use crate::storage::{MemoryStorage, Storage, WalStorage};
-use crate::{Error, ServerConfig};
 
 /// Requests queued for the pipeline before readers wait (back-pressure on fast clients).
 const PIPELINE_QUEUE: usize = 8192;
@@ -44,8 +47,8 @@ impl Server {
                 let (dir, opts) = (dir.clone(), config.durable_options());
                 let opened = tokio::task::spawn_blocking(move || WalStorage::open_with(dir, opts))
                     .await
-                    .map_err(std::io::Error::other)?;
-                Box::new(opened.map_err(std::io::Error::from)?)
+                    .map_err(|e| StorageError::task_lost("opening the data dir", e))?;
+                Box::new(opened?)
             }
         };
         Server::start_with_storage(config, storage).await

@@ -9,6 +9,12 @@
 //! `admin.serverAddress`, `admin.serverPort`, and zkit's own `logLevel`, a `tracing` filter
 //! re-read on SIGHUP by `zkit serve`). Any other key is kept as a warning, not an error,
 //! so an existing ensemble's file loads; a value that does not parse is an error naming the line.
+//!
+//! Security settings never fail open: a key that asks for TLS, SASL, an authentication provider
+//! or enforced authentication (`secureClientPort`, `ssl.*`, `authProvider.*`, `sasl*`,
+//! `quorum.auth.*`, `enforce.auth.*`, ...) is an error naming it, because zkit does not
+//! implement it and would otherwise serve in plaintext, unauthenticated. Only the explicit off
+//! state of a switch (`sslQuorum=false`, `enforce.auth.enabled=false`, ...) is accepted.
 //! Pure: the caller reads the file and prints the warnings.
 
 use std::collections::BTreeMap;
@@ -16,7 +22,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{FourLetterWhitelist, ServerConfig};
+use crate::config::{FourLetterWhitelist, FsyncMode, ServerConfig};
 
 /// A parsed configuration file.
 #[derive(Debug, Clone)]
@@ -55,7 +61,44 @@ fn err(line: usize, message: impl Into<String>) -> ZooCfgError {
 }
 
 /// Keys of a clustered or Java-specific setup: accepted with a warning.
-const IGNORED_PREFIXES: [&str; 6] = ["server.", "group.", "weight.", "ssl.", "sasl", "quorum."];
+const IGNORED_PREFIXES: [&str; 4] = ["server.", "group.", "weight.", "quorum."];
+
+/// Switches whose explicit off state (`false`/`no`) is harmless: nothing is asked for.
+const SECURITY_SWITCHES: [&str; 8] = [
+    "sslQuorum",
+    "portUnification",
+    "client.secure",
+    "quorum.auth.enableSasl",
+    "quorum.auth.learnerRequireSasl",
+    "quorum.auth.serverRequireSasl",
+    "enforce.auth.enabled",
+    "sessionRequireClientSASLAuth",
+];
+
+/// Why `key=value` asks for a security feature that zkit does not implement, if it does.
+fn unsupported_security(key: &str, value: &str) -> Option<&'static str> {
+    let off = matches!(value.to_ascii_lowercase().as_str(), "false" | "no");
+    if off && SECURITY_SWITCHES.contains(&key) {
+        return None;
+    }
+    let lower = key.to_ascii_lowercase();
+    if key == "secureClientPort" || key == "secureClientPortAddress" || key == "client.secure" {
+        Some("TLS client connections")
+    } else if lower.starts_with("ssl.") || key == "sslQuorum" || key == "portUnification" {
+        Some("TLS")
+    } else if lower.starts_with("authprovider.") {
+        Some("pluggable authentication providers")
+    } else if lower.starts_with("sasl")
+        || lower.starts_with("quorum.auth.")
+        || key == "sessionRequireClientSASLAuth"
+    {
+        Some("SASL authentication")
+    } else if lower.starts_with("enforce.auth.") || key == "requireClientAuthScheme" {
+        Some("enforced client authentication")
+    } else {
+        None
+    }
+}
 
 impl ZooCfg {
     /// Parses `zoo.cfg` text.
@@ -174,9 +217,9 @@ impl ZooCfg {
                 "dataLogDir" => cfg.data_log_dir = Some(path(line, &key, v)?),
                 "forceSync" => {
                     cfg.server.fsync = if boolean(line, &key, v)? {
-                        crate::FsyncMode::Always
+                        FsyncMode::Always
                     } else {
-                        crate::FsyncMode::Never
+                        FsyncMode::Never
                     };
                 }
                 "logLevel" => {
@@ -242,6 +285,16 @@ impl ZooCfg {
                 "admin.enableServer" => admin_enabled = boolean(line, &key, v)?,
                 "admin.serverPort" => admin_port = Some(num(line, &key, v)?),
                 "admin.serverAddress" => admin_host = Some(ip(line, &key, v)?),
+                other if unsupported_security(other, v).is_some() => {
+                    let what = unsupported_security(other, v).unwrap_or("this setting");
+                    return Err(err(
+                        line,
+                        format!(
+                            "{other}: zkit does not implement {what}; refusing to start rather \
+                             than serve without it (remove the key to run without it)"
+                        ),
+                    ));
+                }
                 other if IGNORED_PREFIXES.iter().any(|p| other.starts_with(p)) => cfg
                     .warnings
                     .push(format!("line {line}: {other} ignored (standalone server)")),
@@ -395,6 +448,62 @@ admin.serverPort=8081
         // -1 restores the tick-based default, as in ZooKeeper.
         let cfg = ZooCfg::parse_properties("minSessionTimeout=-1").unwrap();
         assert_eq!(cfg.server.min_session_timeout, None);
+    }
+
+    #[test]
+    fn security_settings_never_fail_open() {
+        for (text, what) in [
+            ("secureClientPort=2281", "TLS client connections"),
+            (
+                "secureClientPortAddress=127.0.0.1",
+                "TLS client connections",
+            ),
+            ("client.secure=true", "TLS client connections"),
+            ("ssl.keyStore.location=/k.pem", "TLS"),
+            ("ssl.quorum.trustStore.location=/t.pem", "TLS"),
+            ("sslQuorum=true", "TLS"),
+            (
+                "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+                "authentication providers",
+            ),
+            (
+                "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+                "authentication providers",
+            ),
+            ("quorum.auth.enableSasl=true", "SASL"),
+            ("sessionRequireClientSASLAuth=true", "SASL"),
+            (
+                "enforce.auth.enabled=true",
+                "enforced client authentication",
+            ),
+            (
+                "enforce.auth.schemes=digest",
+                "enforced client authentication",
+            ),
+            (
+                "requireClientAuthScheme=sasl",
+                "enforced client authentication",
+            ),
+        ] {
+            let e = ZooCfg::parse_properties(&format!("tickTime=500\n{text}\n")).expect_err(text);
+            let key = text.split('=').next().unwrap_or_default();
+            assert_eq!(e.line, 2, "{text}: {e}");
+            assert!(e.message.starts_with(key), "{text}: {e}");
+            assert!(e.message.contains(what), "{text}: {e}");
+            // The TOML form refuses the same keys.
+            let (k, v) = text.split_once('=').unwrap_or_default();
+            let toml = format!("\"{k}\" = \"{v}\"\n");
+            assert!(ZooCfg::parse_toml(&toml).is_err(), "{toml}");
+        }
+        // The explicit off state of a switch asks for nothing.
+        for text in [
+            "sslQuorum=false",
+            "enforce.auth.enabled=false",
+            "client.secure=no",
+        ] {
+            let cfg = ZooCfg::parse_properties(text).expect(text);
+            assert_eq!(cfg.warnings.len(), 1, "{text}: {:?}", cfg.warnings);
+        }
     }
 
     #[test]

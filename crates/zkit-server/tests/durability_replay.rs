@@ -28,6 +28,7 @@ fn config() -> Config {
         container_check_interval_ms: 1000,
         server_id: 0,
         super_digest: None,
+        hash_seed: 0,
     }
 }
 
@@ -149,7 +150,7 @@ async fn run_seed(seed: u64) {
             now += rng.gen_range(0..150);
             core.tick(now);
             let ready = core.ready();
-            storage.persist(&ready.txns).await.unwrap();
+            storage.submit(&ready.txns).await.unwrap();
             storage.committed(&core);
         }
         let live = core.dump();

@@ -14,13 +14,14 @@ use common::{Raw, WAIT};
 use tokio::sync::{mpsc, oneshot};
 use zkit_core::{Config, Core, Txn};
 use zkit_proto::{CreateRequest, PathWatchRequest, Request};
+use zkit_server::storage::error::StorageError;
 use zkit_server::storage::{Durable, Storage, StorageFuture};
 use zkit_server::{Server, ServerConfig};
 
 /// One `submit` the test has not completed yet.
 struct Submitted {
     txns: Vec<Txn>,
-    done: oneshot::Sender<io::Result<()>>,
+    done: oneshot::Sender<Result<(), StorageError>>,
 }
 
 /// A storage whose fsyncs complete when the test says so (or at once while `auto` is set).
@@ -31,14 +32,20 @@ struct Gated {
     submitted: mpsc::UnboundedSender<Submitted>,
 }
 
-impl Storage for Gated {
-    fn recover(&mut self) -> StorageFuture<'_, Vec<Txn>> {
-        let txns = self.disk.lock().unwrap().clone();
-        Box::pin(async move { Ok(txns) })
+/// A core with what the "disk" holds.
+fn replay(disk: &Mutex<Vec<Txn>>, config: Config, now: i64) -> Core {
+    let mut core = Core::new(config, now);
+    for txn in disk.lock().unwrap().iter() {
+        core.apply(txn);
     }
+    drop(core.ready());
+    core
+}
 
-    fn persist<'a>(&'a mut self, txns: &'a [Txn]) -> StorageFuture<'a, ()> {
-        self.submit(txns)
+impl Storage for Gated {
+    fn recover_core(&mut self, config: Config, now: i64) -> StorageFuture<'_, Core> {
+        let core = replay(&self.disk, config, now);
+        Box::pin(async move { Ok(core) })
     }
 
     fn submit(&mut self, txns: &[Txn]) -> Durable {
@@ -58,7 +65,7 @@ impl Storage for Gated {
         Box::pin(async move {
             let result = rx
                 .await
-                .unwrap_or_else(|_| Err(io::Error::other("test dropped the fsync")));
+                .unwrap_or_else(|_| Err(fsync_failure("test dropped the fsync")));
             if result.is_ok() {
                 // The pipeline polls only its oldest batch, so this runs in submission order.
                 disk.lock().unwrap().extend(txns);
@@ -68,16 +75,13 @@ impl Storage for Gated {
     }
 
     fn rebuild(&mut self, config: Config, now: i64) -> StorageFuture<'_, Core> {
-        let txns = self.disk.lock().unwrap().clone();
-        Box::pin(async move {
-            let mut core = Core::new(config, now);
-            for txn in &txns {
-                core.apply(txn);
-            }
-            drop(core.ready());
-            Ok(core)
-        })
+        let core = replay(&self.disk, config, now);
+        Box::pin(async move { Ok(core) })
     }
+}
+
+fn fsync_failure(what: &str) -> StorageError {
+    StorageError::io("fdatasync", io::Error::other(what.to_owned()))
 }
 
 struct Harness {
@@ -228,7 +232,7 @@ async fn a_failure_with_batches_in_flight_releases_none_and_rebuilds() {
     second.done.send(Ok(())).unwrap();
     first
         .done
-        .send(Err(io::Error::other("injected fsync failure")))
+        .send(Err(fsync_failure("injected fsync failure")))
         .unwrap();
 
     // No reply, no event: every connection is closed.
@@ -277,6 +281,7 @@ async fn a_snapshot_ahead_of_the_log_recovers_and_the_log_continues_after_it() {
         container_check_interval_ms: 1000,
         server_id: 0,
         super_digest: None,
+        hash_seed: 0,
     };
     let now = 1_700_000_000_000_i64;
     let connect = zkit_proto::ConnectRequest {

@@ -33,8 +33,8 @@ async fn persisted_txns_are_recovered_and_the_dir_is_locked() {
         txn(2, TxnOp::Error { err: -101 }),
     ];
     let second = vec![txn(3, TxnOp::CloseSession)];
-    storage.persist(&first).await.unwrap();
-    storage.persist(&second).await.unwrap();
+    storage.submit(&first).await.unwrap();
+    storage.submit(&second).await.unwrap();
     // A second server on the same dir is refused while this one lives.
     let err = WalStorage::open(dir.path(), WalOptions::default()).unwrap_err();
     assert!(
@@ -49,7 +49,7 @@ async fn persisted_txns_are_recovered_and_the_dir_is_locked() {
     assert_eq!(storage.recover().await.unwrap(), want);
     // Writing continues after the recovered zxids; reusing one is refused.
     assert!(storage
-        .persist(&[txn(3, TxnOp::CloseSession)])
+        .submit(&[txn(3, TxnOp::CloseSession)])
         .await
         .is_err());
 }

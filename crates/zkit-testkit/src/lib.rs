@@ -9,6 +9,10 @@
 //! - [`process`]: finding and running the built `zkit` binary, and `kill -9` of child processes.
 //! - [`curator_classpath`]: Debian's Curator jars, for Java programs compiled by tests and by
 //!   `zkit-bench lock-compare`.
+//! - [`target`]: the three servers recipe suites run on ([`targets`]: the embedded zkit server,
+//!   Apache standalone, an Apache ensemble), restricted with `ZKIT_TARGETS`.
+//! - [`ensemble`]: [`Ensemble`], a private Apache ZooKeeper ensemble with kill/pause/restart of
+//!   members, for fault tests.
 //!
 //! Apache ZooKeeper is found through the environment variable `ZKIT_APACHE_ZK=host:port`, which
 //! `scripts/test` sets after starting a private server. Without it, Apache-side tests print a
@@ -16,11 +20,15 @@
 //! set) a missing server is a failure instead, so a broken setup cannot pass silently.
 #![deny(missing_docs)]
 
+pub mod ensemble;
 pub mod fault_proxy;
 pub mod process;
+pub mod target;
 
+pub use ensemble::{apache_installed, ensemble_available, Ensemble};
 pub use fault_proxy::FaultProxy;
 pub use process::{kill9, zkit_bin, ChildGuard};
+pub use target::{apache_ensemble, targets, Target, TargetKind};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

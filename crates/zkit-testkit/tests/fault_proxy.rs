@@ -249,3 +249,50 @@ async fn pause_expires_a_zookeeper_session() {
     assert_eq!(event.path, path);
     proxy.resume();
 }
+
+#[tokio::test]
+async fn reset_connections_sends_rst_and_keeps_accepting() {
+    let (echo, _) = echo_server().await;
+    let proxy = FaultProxy::start(echo).await.expect("proxy");
+    let mut a = TcpStream::connect(proxy.addr()).await.expect("connect a");
+    roundtrip(&mut a, b"before").await;
+    proxy.reset_connections().await;
+    assert_eq!(proxy.open_connections(), 0);
+    // An RST, not an orderly end of stream: the read fails with ConnectionReset.
+    let mut buf = [0u8; 16];
+    let got = timeout(MUST, a.read(&mut buf))
+        .await
+        .expect("reset seen in time");
+    assert_eq!(
+        got.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionReset),
+        "expected a reset"
+    );
+    let mut b = TcpStream::connect(proxy.addr()).await.expect("connect b");
+    roundtrip(&mut b, b"after").await;
+}
+
+#[tokio::test]
+async fn stalled_connections_freeze_while_new_ones_work() {
+    let (echo, _) = echo_server().await;
+    let proxy = FaultProxy::start(echo).await.expect("proxy");
+    let mut a = TcpStream::connect(proxy.addr()).await.expect("connect a");
+    roundtrip(&mut a, b"before").await;
+    assert_eq!(proxy.stall_connections(), 1);
+    a.write_all(b"held").await.expect("write into the stall");
+    let mut buf = [0u8; 4];
+    assert!(
+        timeout(MUST_NOT, a.read_exact(&mut buf)).await.is_err(),
+        "a stalled connection forwarded bytes"
+    );
+    // A new connection is not stalled.
+    let mut b = TcpStream::connect(proxy.addr()).await.expect("connect b");
+    roundtrip(&mut b, b"fresh").await;
+    // Unstalled, the held bytes go through.
+    proxy.unstall();
+    timeout(MUST, a.read_exact(&mut buf))
+        .await
+        .expect("released in time")
+        .expect("read");
+    assert_eq!(&buf, b"held");
+}

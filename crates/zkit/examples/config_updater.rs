@@ -1,4 +1,4 @@
-//! Seed 003's `ResilientConfigUpdater` on zkit: write a random value to `/config` every few
+//! A resilient configuration updater on zkit: write a random value to `/config` every few
 //! seconds, surviving connection loss (retried by the policy) and session expiry (the session
 //! layer builds a new session by itself; the next write simply uses it).
 //!
@@ -12,7 +12,7 @@ use zkit::{retry, Error, RetryPolicy, Session, SessionOptions};
 
 const PATH: &str = "/config";
 
-/// The seed's `ChangedActiveKeyValueStore.write`: exists → create or set, retried as a whole
+/// The classic active key-value store's write: exists → create or set, retried as a whole
 /// (it is idempotent). NodeExists/NoNode races with other writers just go round again.
 async fn write(session: &Session, policy: &RetryPolicy, value: &str) -> Result<(), Error> {
     loop {

@@ -1,5 +1,5 @@
-//! Seed 003's `ConfigWatcher` on zkit: print the value of `/config` and then every change, the
-//! counterpart of the `config_updater` example. Unlike the seed's one-shot watch (which may
+//! A configuration watcher on zkit: print the value of `/config` and then every change, the
+//! counterpart of the `config_updater` example. Unlike a one-shot watch (which may
 //! skip values written between the event and the re-read), [`zkit::config::ConfigWatcher`]
 //! uses a persistent recursive watch and re-syncs after reconnects and new sessions, so the
 //! latest value is never missed and values never go backwards.

@@ -1,4 +1,4 @@
-//! The library's error type and its three-way classification (seed 003): *recoverable* errors
+//! The library's error type and its three-way classification: *recoverable* errors
 //! (the operation may be retried as is), *state* errors (the tree is not in the state the caller
 //! assumed; retrying the same call gives the same answer) and *unrecoverable* errors (the session
 //! or the client is gone; only a new session helps).
@@ -90,6 +90,17 @@ pub enum Error {
     /// The server or the tree answered something the recipe cannot make sense of.
     #[error("unexpected: {0}")]
     Unexpected(String),
+    /// A typed node holds a value of another schema (name or version) than the reader's
+    /// ([`crate::model::Model`]).
+    #[error("schema mismatch at {path}: expected {expected}, found {found}")]
+    SchemaMismatch {
+        /// The node.
+        path: String,
+        /// The reader's schema, `name v<version>`.
+        expected: String,
+        /// What the node holds (`name v<version>`, or `no schema`).
+        found: String,
+    },
     /// A ZooKeeper error no recipe acts on (`SessionMoved`, `NotReadOnly`, `QuotaExceeded`,
     /// `SystemError`, an unknown code, ...), exactly as the client reported it.
     #[error("zookeeper: {0}")]

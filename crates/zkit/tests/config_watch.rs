@@ -212,7 +212,7 @@ async fn store_upserts_compare_and_sets_and_types() {
             store.read_json::<Db>("a/b").await,
             Err(Error::Unexpected(_))
         ));
-        // Concurrent upserts of a missing key: none fails with NodeExists (the seed's race).
+        // Concurrent upserts of a missing key: none fails with NodeExists (the exists-then-create race).
         let mut tasks = Vec::new();
         for i in 0..8 {
             let store = store.clone();

@@ -408,6 +408,10 @@ async fn group_membership_and_persistent_node_come_back() {
         })
         .await;
         node.close().await;
+        // `close` deleted it through its own session; on an ensemble `other` may be served
+        // by a member that has not applied that yet: sync first (ZooKeeper's consistency is
+        // per session).
+        other.client().sync(&node_path).await.unwrap();
         assert!(other
             .client()
             .check_stat(&node_path)

@@ -203,7 +203,7 @@ async fn giving_up_leaves_no_orphan() {
     }
 }
 
-/// Seed 003 §ConfigUpdater in a few lines on `retry`: read-modify-write with a version check;
+/// A resilient config updater in a few lines on `retry`: read-modify-write with a version check;
 /// ConnectionLoss retried by the policy, BadVersion by re-reading.
 #[tokio::test]
 async fn config_updater_on_retry() {

@@ -1,4 +1,4 @@
-//! Two-phase commit scenarios (seed 004 and the cases it left unverified), in-process, against
+//! Two-phase commit scenarios (the classic four and harder ones), in-process, against
 //! Apache ZooKeeper and the embedded zkit server: all-yes, one no, a participant dead before
 //! voting, a coordinator crash before the decision (the recoverer commits), a participant crash
 //! after voting yes (it applies the decision when back), and the old-coordinator/recoverer race

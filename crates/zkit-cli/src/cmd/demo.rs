@@ -65,6 +65,10 @@ pub fn sections() -> Vec<Section> {
             name: "Two-phase commit",
             run: |ctx| Box::pin(one_line(super::txn::demo_txn(&ctx.server))),
         },
+        Section {
+            name: "Replicated ledger",
+            run: |ctx| Box::pin(one_line(super::ledger_demo::demo_ledger(&ctx.server))),
+        },
     ]
 }
 

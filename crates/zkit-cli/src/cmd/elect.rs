@@ -6,21 +6,24 @@
 //! deposed leader), `ZKIT_LEADER_ID` and `ZKIT_ELECTION_PATH`. On loss of leadership (connection
 //! suspended, session lost, node deleted) CMD gets SIGTERM, then SIGKILL after `--grace`, and
 //! `zkit elect` contends again; when CMD exits by itself, `zkit elect` leaves the election and
-//! exits with CMD's exit code. SIGTERM/SIGINT to `zkit elect` stop CMD the same way.
+//! exits with CMD's exit code. SIGTERM, SIGINT and SIGHUP to `zkit elect` are passed on to CMD;
+//! it leaves the election only once CMD has exited (SIGKILL after `--grace`), and exits with
+//! CMD's status.
 //!
-//! What it cannot do: if `zkit elect` itself is killed with SIGKILL, CMD keeps running until it
-//! exits (nothing can run in a SIGKILLed process); the next leader starts only after our session
-//! expires, and CMD's own writes should be fenced with `ZKIT_FENCING_TOKEN`. Run both in one
-//! process group (a service manager does) to take them down together.
+//! What it cannot do: if `zkit elect` itself is killed with SIGKILL, it can neither wait for
+//! CMD nor stop it; the kernel kills CMD (`PR_SET_PDEATHSIG`, see [`super::child`]) but not the
+//! processes CMD started, and the next leader starts only after our session expires. CMD's own
+//! writes should be fenced with `ZKIT_FENCING_TOKEN`.
 
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use tokio::process::{Child, Command};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::process::Command;
 use zkit::election::LeaderLatch;
 use zkit::{Session, SessionOptions};
+
+use super::child::{exit_code, Child, Ended, Signals};
 
 /// `zkit elect …`.
 #[derive(Debug, Args)]
@@ -36,7 +39,7 @@ pub struct ElectArgs {
     /// Session timeout: how long after our death (or partition) another participant may lead.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     session_timeout: Duration,
-    /// Time between SIGTERM and SIGKILL when stopping CMD.
+    /// Time between SIGTERM (lost leadership) or a signal passed on to CMD, and SIGKILL.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     grace: Duration,
     /// The command to run while leader, after `--`.
@@ -44,9 +47,11 @@ pub struct ElectArgs {
     command: Vec<String>,
 }
 
-/// Runs `zkit elect …`; returns CMD's exit code (128+signal if it was killed by one), or 143
-/// when `zkit elect` was asked to stop.
+/// Runs `zkit elect …`; returns CMD's exit code (128+signal if it was killed by one), or
+/// 128 + N when signal N came while no CMD ran.
 pub async fn run(args: ElectArgs) -> Result<i32> {
+    // First, so that no signal can kill zkit while CMD runs (see `child`).
+    let mut signals = Signals::install().context("installing signal handlers")?;
     let Some((program, program_args)) = args.command.split_first() else {
         bail!("no command given after --");
     };
@@ -54,84 +59,55 @@ pub async fn run(args: ElectArgs) -> Result<i32> {
         .id
         .clone()
         .unwrap_or_else(|| format!("pid-{}", std::process::id()));
-    let session = Session::connect(
-        &args.server,
-        SessionOptions::default().with_session_timeout(args.session_timeout),
-    )
-    .await
-    .with_context(|| format!("connecting to {}", args.server))?;
+    let session = tokio::select! {
+        session = Session::connect(
+            &args.server,
+            SessionOptions::default().with_session_timeout(args.session_timeout),
+        ) => session.with_context(|| format!("connecting to {}", args.server))?,
+        received = signals.recv() => return Ok(received.exit_code()),
+    };
     let latch = LeaderLatch::start(&session, &args.path, &id)?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     loop {
         let leadership = tokio::select! {
             l = latch.await_leadership() => l?,
-            _ = term.recv() => { latch.close().await; return Ok(143); }
-            _ = int.recv() => { latch.close().await; return Ok(130); }
+            received = signals.recv() => {
+                eprintln!("zkit elect: got {} while not leader; leaving the election", received.name());
+                latch.close().await;
+                session.close();
+                return Ok(received.exit_code());
+            }
         };
         let token = leadership.fencing_token.unwrap_or(-1);
         eprintln!(
             "zkit elect: {id} leads {} (fencing token {token}); starting CMD",
             args.path
         );
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(program_args)
             .env("ZKIT_FENCING_TOKEN", token.to_string())
             .env("ZKIT_LEADER_ID", &id)
-            .env("ZKIT_ELECTION_PATH", &args.path)
-            .kill_on_drop(true)
-            .spawn()
+            .env("ZKIT_ELECTION_PATH", &args.path);
+        let mut child = Child::spawn(command, "zkit elect")
+            .await
             .with_context(|| format!("starting {program}"))?;
-        tokio::select! {
-            status = child.wait() => {
-                let status = status?;
+        let lost = async {
+            latch.await_loss().await;
+            eprintln!(
+                "zkit elect: {id} lost leadership of {}; stopping CMD",
+                args.path
+            );
+        };
+        // Leadership is given up (latch.close) only once CMD has exited.
+        match child.run_until(&mut signals, args.grace, lost).await? {
+            Ended::Exited(status) | Ended::Signalled(_, status) => {
                 eprintln!("zkit elect: CMD exited ({status}); leaving the election");
                 latch.close().await;
                 session.close();
                 return Ok(exit_code(status));
             }
-            _ = latch.await_loss() => {
-                eprintln!("zkit elect: {id} lost leadership of {}; stopping CMD", args.path);
-                stop(&mut child, args.grace).await?;
-            }
-            _ = term.recv() => {
-                stop(&mut child, args.grace).await?;
-                latch.close().await;
-                return Ok(143);
-            }
-            _ = int.recv() => {
-                stop(&mut child, args.grace).await?;
-                latch.close().await;
-                return Ok(130);
-            }
+            // Lost leadership: CMD is stopped; contend again.
+            Ended::Stopped(_) => {}
         }
     }
-}
-
-/// SIGTERM, then SIGKILL after `grace`; reaps the child.
-async fn stop(child: &mut Child, grace: Duration) -> Result<()> {
-    if let Some(pid) = child.id() {
-        let pid = libc::pid_t::try_from(pid).context("child pid out of range")?;
-        // SAFETY: kill(2) takes no pointers; the pid is our own unreaped child (so it cannot
-        // have been recycled for another process). ESRCH (already exited) is fine to ignore.
-        let _ = unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    match tokio::time::timeout(grace, child.wait()).await {
-        Ok(status) => {
-            status?;
-        }
-        Err(_) => {
-            eprintln!("zkit elect: CMD did not stop within {grace:?}; killing it");
-            child.kill().await?;
-        }
-    }
-    Ok(())
-}
-
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
 }

@@ -5,12 +5,14 @@
 //!   `ZKIT_FENCING_TOKEN`, the lock node's path in `ZKIT_LOCK_NODE`.
 //! - On loss of the lock (session Suspended/Lost by default, node deleted, lease ended), CMD
 //!   gets SIGTERM, then SIGKILL after `--grace`; zkit then exits with [`EXIT_LOST`].
+//! - SIGTERM, SIGINT and SIGHUP to zkit are passed on to CMD; zkit waits for CMD (SIGKILL after
+//!   `--grace`) and only then releases the lock (the rules and their limits: [`super::child`]).
 //! - Otherwise zkit exits with CMD's exit code (128 + signal number if CMD died of a signal).
 //!
 //! Exit codes of zkit itself: [`EXIT_TIMEOUT`] (75, EX_TEMPFAIL) when `--timeout` passed before
 //! the lock was acquired; [`EXIT_LOST`] (76) when the lock was lost while CMD ran, or the
-//! session was lost while waiting for it (CMD never ran); 126 when CMD could not be started; 1
-//! for other errors (printed).
+//! session was lost while waiting for it (CMD never ran); 126 when CMD could not be started;
+//! 128 + N when signal N came before CMD ran; 1 for other errors (printed).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -18,6 +20,8 @@ use std::time::Duration;
 use anyhow::Context;
 use zkit::lock::{LeaseLock, LockGuard, LockOptions, Mutex, ReadWriteLock};
 use zkit::{Error, Session, SessionOptions};
+
+use super::child::{exit_code, Child, Ended, Forwarded, Signals};
 
 /// zkit's exit code when the lock was not acquired within `--timeout` (EX_TEMPFAIL).
 pub const EXIT_TIMEOUT: i32 = 75;
@@ -27,8 +31,27 @@ pub const EXIT_LOST: i32 = 76;
 /// zkit's exit code when CMD could not be started.
 pub const EXIT_CANNOT_EXECUTE: i32 = 126;
 
+/// What `zkit lock --help` says about signals, SIGKILL and fencing.
+const SIGNALS_HELP: &str = "\
+Signals:
+  SIGTERM, SIGINT and SIGHUP to zkit are passed on to CMD. zkit waits for CMD to exit
+  (SIGKILL after --grace), only then releases the lock, and exits with CMD's status
+  (128+N if CMD died of signal N). Before CMD runs, they end the wait (exit 128+N).
+
+SIGKILL of zkit (kill -9, the OOM killer):
+  zkit can then neither wait for CMD nor stop it. The kernel kills CMD (zkit starts it with
+  PR_SET_PDEATHSIG=SIGKILL), but not processes CMD started; the lock passes to the next
+  holder only when zkit's session expires (--session-timeout).
+
+Fencing:
+  No local mechanism covers a machine that stops while its session expires elsewhere (a
+  paused VM, a long GC or swap stall, a suspended laptop): when it resumes, CMD runs on
+  beside the next holder. Pass ZKIT_FENCING_TOKEN to the resource CMD writes to, and have it
+  reject a token lower than the highest it has seen.";
+
 /// Arguments of `zkit lock`.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = SIGNALS_HELP)]
 pub struct LockArgs {
     /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
     #[arg(
@@ -43,14 +66,14 @@ pub struct LockArgs {
     /// Give up (exit 75) if the lock is not acquired within this time (default: wait forever).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub timeout: Option<Duration>,
-    /// Use a TTL lease lock (seed 002): the lock ends after this long even if zkit dies; CMD is
+    /// Use a TTL lease lock: the lock ends after this long even if zkit dies; CMD is
     /// stopped when it ends. Needs a server with TTL nodes enabled.
     #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "shared")]
     pub lease: Option<Duration>,
     /// Take the shared (read) side of a read/write lock instead of an exclusive one.
     #[arg(long)]
     pub shared: bool,
-    /// Time between SIGTERM and SIGKILL when the lock is lost.
+    /// Time between SIGTERM (a lost lock) or a signal passed on to CMD, and SIGKILL.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub grace: Duration,
     /// ZooKeeper session timeout.
@@ -87,36 +110,41 @@ async fn acquire(session: &Session, args: &LockArgs) -> zkit::Result<LockGuard> 
     }
 }
 
-fn send_signal(child: &tokio::process::Child, signal: libc::c_int) {
-    if let Some(pid) = child.id() {
-        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child's, which
-        // we have not reaped yet (tokio reaps it only in wait()), so it cannot be reused.
-        unsafe {
-            libc::kill(pid as libc::pid_t, signal);
-        }
-    }
-}
-
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
-}
-
 /// Runs `zkit lock`; returns the process exit code (see the module docs).
 ///
 /// # Errors
 /// Connection and lock errors other than timeout.
 pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
-    let session = Session::connect(
-        &args.server,
-        SessionOptions::default().with_session_timeout(args.session_timeout),
-    )
-    .await
-    .with_context(|| format!("connecting to {}", args.server))?;
-    let guard = match acquire(&session, &args).await {
+    // First, so that no signal can kill zkit while CMD runs (see `child`).
+    let mut signals = Signals::install().context("installing signal handlers")?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .context("no command given after --")?;
+    let gave_up = |received: Forwarded| {
+        eprintln!(
+            "zkit lock: got {} while waiting for {}; giving up",
+            received.name(),
+            args.path
+        );
+        received.exit_code()
+    };
+    let session = tokio::select! {
+        session = Session::connect(
+            &args.server,
+            SessionOptions::default().with_session_timeout(args.session_timeout),
+        ) => session.with_context(|| format!("connecting to {}", args.server))?,
+        received = signals.recv() => return Ok(gave_up(received)),
+    };
+    let acquired = tokio::select! {
+        acquired = acquire(&session, &args) => acquired,
+        received = signals.recv() => {
+            // Our contender node, if created, goes with the session.
+            session.close();
+            return Ok(gave_up(received));
+        }
+    };
+    let guard = match acquired {
         Ok(guard) => guard,
         Err(Error::Timeout(after)) => {
             eprintln!(
@@ -136,17 +164,13 @@ pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
         }
         Err(err) => return Err(err).with_context(|| format!("locking {}", args.path)),
     };
-    let (program, rest) = args
-        .command
-        .split_first()
-        .context("no command given after --")?;
-    let mut child = match tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(rest)
         .env("ZKIT_FENCING_TOKEN", guard.fencing_token().to_string())
         .env("ZKIT_LOCK_NODE", guard.path())
-        .stdin(Stdio::inherit())
-        .spawn()
-    {
+        .stdin(Stdio::inherit());
+    let mut child = match Child::spawn(command, "zkit lock").await {
         Ok(child) => child,
         Err(err) => {
             eprintln!("zkit lock: cannot run {program}: {err}");
@@ -155,20 +179,21 @@ pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
         }
     };
     let lost = guard.lost();
-    let code = tokio::select! {
-        status = child.wait() => exit_code(status.context("waiting for the command")?),
-        _ = lost.cancelled() => {
-            eprintln!("zkit lock: lock on {} lost; stopping the command", args.path);
-            send_signal(&child, libc::SIGTERM);
-            match tokio::time::timeout(args.grace, child.wait()).await {
-                Ok(_) => {}
-                Err(_) => {
-                    eprintln!("zkit lock: command ignored SIGTERM for {:?}; SIGKILL", args.grace);
-                    let _ = child.kill().await;
-                }
-            }
-            EXIT_LOST
-        }
+    let lock_lost = async {
+        lost.cancelled().await;
+        eprintln!(
+            "zkit lock: lock on {} lost; stopping the command",
+            args.path
+        );
+    };
+    // Only once CMD has exited (whatever the reason) is the lock given up, below.
+    let ended = child
+        .run_until(&mut signals, args.grace, lock_lost)
+        .await
+        .context("waiting for the command")?;
+    let code = match ended {
+        Ended::Exited(status) | Ended::Signalled(_, status) => exit_code(status),
+        Ended::Stopped(_) => EXIT_LOST,
     };
     // After a loss the server may be unreachable: do not hold the exit up for long; the node
     // goes with the session (or its TTL) anyway.

@@ -1,8 +1,9 @@
 //! `zkit proc`: HBase-style distributed two-phase procedures ([`zkit::procedure`]) from the shell.
 //!
 //! - `zkit proc member --name NAME --signature SIG --acquire CMD --inside CMD --cleanup CMD`
-//!   serves as a member until SIGTERM/SIGINT. Each command runs through `sh -c` with
-//!   `ZKIT_PROC_SIGNATURE`, `ZKIT_PROC_INSTANCE`, `ZKIT_PROC_MEMBER`, `ZKIT_PROC_PHASE`
+//!   serves as a member until SIGTERM/SIGINT/SIGHUP, which it passes on to the running phase
+//!   commands, leaving only once they have exited (see [`super::child`]). Each command runs
+//!   through `sh -c` with `ZKIT_PROC_SIGNATURE`, `ZKIT_PROC_INSTANCE`, `ZKIT_PROC_MEMBER`, `ZKIT_PROC_PHASE`
 //!   (`acquire`, `inside`, `cleanup`) and `ZKIT_PROC_ARGS` set; cleanup also gets
 //!   `ZKIT_PROC_ERROR` (who aborted and why) and `ZKIT_PROC_ABORT_SOURCE`. A non-zero exit of
 //!   acquire or inside aborts the procedure with the command's last stderr line as message;
@@ -29,6 +30,8 @@ use zkit::procedure::{
     DEFAULT_BASE,
 };
 use zkit::{Session, SessionOptions};
+
+use super::child::{exit_code, send_signal, CmdGroup, Signals};
 
 /// The boxed future type of [`Subprocedure`]'s methods.
 type BoxedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -86,6 +89,10 @@ pub struct MemberArgs {
     /// Shell command run on abort (default: nothing).
     #[arg(long, default_value = "true")]
     cleanup: String,
+    /// On SIGTERM/SIGINT/SIGHUP, how long running phase commands get to exit after the signal
+    /// is passed on to them, before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    grace: Duration,
 }
 
 /// Arguments of `zkit proc run`.
@@ -136,11 +143,13 @@ async fn connect(conn: &ProcConnection) -> anyhow::Result<Session> {
     .with_context(|| format!("connecting to {}", conn.server))
 }
 
-/// The three phase commands of `zkit proc member`.
+/// The three phase commands of `zkit proc member`, and the group they run in (so that a
+/// signal to zkit reaches each running one, and the member leaves only after they exited).
 struct ShellCommands {
     acquire: String,
     inside: String,
     cleanup: String,
+    group: CmdGroup,
 }
 
 struct ShellFactory(Arc<ShellCommands>);
@@ -181,18 +190,21 @@ impl ShellSubprocedure {
             .env("ZKIT_PROC_MEMBER", &self.member)
             .env("ZKIT_PROC_PHASE", phase)
             .env("ZKIT_PROC_ARGS", &self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stdin(Stdio::null());
         if let Some(reason) = abort {
             cmd.env("ZKIT_PROC_ERROR", reason.to_string())
                 .env("ZKIT_PROC_ABORT_SOURCE", &reason.source);
         }
-        let output = cmd
-            .output()
-            .await
-            .map_err(|err| format!("{phase} command could not start: {err}"))?;
+        let output = match self.commands.group.run(cmd).await {
+            Ok(Some(output)) => output,
+            // As a stopped member runs no cleanup (MemberHandle::stop), it starts no command.
+            Ok(None) => {
+                return Err(format!(
+                    "{phase} command not started: the member is stopping"
+                ))
+            }
+            Err(err) => return Err(format!("{phase} command could not start: {err}")),
+        };
         let stderr = String::from_utf8_lossy(&output.stderr);
         if !stderr.is_empty() {
             eprint!("{stderr}");
@@ -239,31 +251,45 @@ impl Subprocedure for ShellSubprocedure {
     }
 }
 
+/// `zkit proc member`: serves until SIGTERM/SIGINT/SIGHUP. The signal is passed on to the
+/// phase commands that are running; the member node is removed only once they have exited
+/// (SIGKILL after `--grace`), so no coordinator aborts (and no other member cleans up) while
+/// one of them still works. Exits with the status of the last of them to exit (128 + N if it
+/// died of signal N), or 0 when none was running.
 async fn member(args: MemberArgs) -> anyhow::Result<i32> {
-    let session = connect(&args.conn).await?;
+    // First, so that no signal can kill zkit while a phase command runs (see `child`).
+    let mut signals = Signals::install().context("installing signal handlers")?;
+    let group = CmdGroup::new(args.grace, "zkit proc member");
+    let session = tokio::select! {
+        session = connect(&args.conn) => session?,
+        _ = signals.recv() => return Ok(0),
+    };
     let factory = ShellFactory(Arc::new(ShellCommands {
         acquire: args.acquire,
         inside: args.inside,
         cleanup: args.cleanup,
+        group: group.clone(),
     }));
-    let handle = Member::start(
-        &session,
-        &args.conn.base,
-        &args.signature,
-        &args.name,
-        Arc::new(factory),
-    )
-    .await?;
+    let handle = tokio::select! {
+        handle = Member::start(
+            &session,
+            &args.conn.base,
+            &args.signature,
+            &args.name,
+            Arc::new(factory),
+        ) => handle?,
+        _ = signals.recv() => {
+            session.close();
+            return Ok(0);
+        }
+    };
     println!("member {} ready", args.name);
     std::io::stdout().flush()?;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let received = signals.recv().await;
+    let status = group.stop(received, &mut signals).await;
     handle.stop().await;
     session.close();
-    Ok(0)
+    Ok(status.map_or(0, exit_code))
 }
 
 async fn coordinate(args: RunArgs) -> anyhow::Result<i32> {
@@ -517,12 +543,8 @@ async fn demo_steps(
     session.close();
     for member in &mut members {
         if let Some(pid) = member.child.id() {
-            // SIGTERM: the member stops and removes its node.
-            // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child's,
-            // not reaped yet (tokio reaps it only in wait()), so it cannot have been reused.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGTERM);
-            }
+            // SIGTERM: the member stops and removes its node. The pid is our own unreaped child's.
+            let _ = send_signal(pid, libc::SIGTERM);
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), member.child.wait()).await;
     }

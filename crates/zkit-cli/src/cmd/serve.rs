@@ -52,8 +52,9 @@ pub struct ServeArgs {
     /// every ACL.
     #[arg(long, env = "ZKIT_SUPER_DIGEST")]
     pub super_digest: Option<String>,
-    /// admin.serverPort: serve `/metrics` (Prometheus) and `/commands/<name>` over HTTP on this
-    /// port (same address as the client port); off by default.
+    /// admin.serverPort: serve the web dashboard at `/`, `/metrics` (Prometheus) and
+    /// `/commands/<name>` over HTTP on this port (same address as the client port); off by
+    /// default.
     #[arg(long)]
     pub admin_port: Option<u16>,
     /// The log filter (`info`, `zkit_server=debug`, …) [default: RUST_LOG, else info]; the
@@ -84,6 +85,11 @@ pub struct ServeArgs {
     /// first bad record on (by default the server refuses and names file and offset).
     #[arg(long)]
     pub truncate_corrupt: bool,
+    /// First load an Apache ZooKeeper data dir (its newest valid `version-2/snapshot.*` and
+    /// the `log.*` txns after it: tree, ACLs, sessions, ephemerals, TTL and container nodes)
+    /// into --data-dir, which must be new or empty; then serve it.
+    #[arg(long, value_name = "DIR", conflicts_with = "in_memory")]
+    pub import_apache: Option<PathBuf>,
 }
 
 fn parse_fsync(text: &str) -> Result<FsyncMode, String> {
@@ -184,7 +190,33 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         }
     }
 
-    let config = server_config(&args, file);
+    let mut config = server_config(&args, file);
+    if let Some(apache) = args.import_apache.clone() {
+        let for_import = config.clone();
+        let report = tokio::task::spawn_blocking(move || {
+            zkit_server::apache_import::import_for_server(&apache, &for_import)
+        })
+        .await
+        .context("the import task")?
+        .context("cannot import the Apache ZooKeeper data dir")?;
+        tracing::info!(
+            source = %report.source.display(),
+            snapshot_zxid = report.snapshot_zxid.map(|z| format!("{z:#x}")),
+            replayed = report.replayed,
+            nodes = report.nodes,
+            sessions = report.sessions,
+            last_zxid = format_args!("{:#x}", report.last_zxid),
+            "imported an Apache ZooKeeper data dir"
+        );
+        for torn in &report.torn_logs {
+            tracing::warn!(file = %torn.display(), "the log ended in a record cut short (a crash while writing); imported up to it");
+        }
+    }
+    // The web dashboard at `/` of the admin endpoint; it connects once the client port is known.
+    let dashboard = config.admin_listen.map(|_| super::ui::mount());
+    if let Some(mount) = &dashboard {
+        config.admin_extra = Some(std::sync::Arc::new(mount.clone()));
+    }
     let server = Server::start(config)
         .await
         .context("cannot start the server")?;
@@ -192,6 +224,9 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     println!("zkit serve listening on {}", server.addr());
     if let Some(admin) = server.config().admin_listen {
         println!("zkit serve admin endpoint on http://{admin}/");
+        if let Some(mount) = dashboard {
+            super::ui::start_mounted(mount, server.addr(), admin);
+        }
     }
 
     let reload_log_level = async {

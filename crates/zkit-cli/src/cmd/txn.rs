@@ -1,7 +1,7 @@
 //! `zkit txn`: two-phase commit over ZooKeeper ([`zkit::txn`]). `participant` serves a resource
 //! (`file:DIR` or `postgres:URL`), `coordinator` joins the recovering coordinator group and
-//! optionally runs transactions, `list`/`show` inspect, and `demo` reproduces seed 004's four
-//! scenarios plus the two it left unverified with separate OS processes ([`demo_txn`]).
+//! optionally runs transactions, `list`/`show` inspect, and `demo` runs the four classic
+//! 2PC failure scenarios plus two harder ones with separate OS processes ([`demo_txn`]).
 //!
 //! Child processes print one line per step (`P1 VOTE <txid> yes`, `COORD DECISION …`,
 //! `RECOVER DECISION …`): the demo reads those lines to know when to kill whom.
@@ -126,7 +126,7 @@ pub enum TxnCommand {
         /// The transaction id.
         txid: String,
     },
-    /// Start an embedded server and run seed 004's scenarios with separate processes.
+    /// Start an embedded server and run the 2PC failure scenarios with separate processes.
     Demo {
         /// Use this server instead of an embedded one.
         #[arg(long)]
@@ -544,7 +544,7 @@ fn states_line(procs: &Procs, txid: &str) -> Result<String> {
     Ok(parts.join(" "))
 }
 
-/// The `zkit txn demo` report: seed 004's four scenarios (20 all-yes transactions; one `no`;
+/// The `zkit txn demo` report: the four classic scenarios (20 all-yes transactions; one `no`;
 /// a participant killed before voting; the coordinator killed before the decision) plus a
 /// participant killed after voting yes that comes back, and an old coordinator racing the
 /// recoverer for the decision. Participants, the recovering coordinator group and the crashing

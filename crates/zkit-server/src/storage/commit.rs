@@ -154,6 +154,13 @@ fn run(mut wal: Wal, rx: mpsc::Receiver<Job>) -> Wal {
 }
 
 fn commit_group(wal: &mut Wal, group: &mut Vec<(Batch, oneshot::Sender<Result<()>>)>) {
+    #[cfg(feature = "failpoints")]
+    if let Some(lag) = fail::eval(
+        super::failpoint::ACK_BEFORE_WRITE,
+        super::failpoint::millis_arg,
+    ) {
+        return ack_before_write(wal, group, lag);
+    }
     // Written batches wait here for the fsync; rejected ones (bad zxid, too large) are answered
     // at once and do not hold up the rest.
     let mut written = Vec::with_capacity(group.len());
@@ -181,4 +188,28 @@ fn commit_group(wal: &mut Wal, group: &mut Vec<(Batch, oneshot::Sender<Result<()
     for done in written {
         let _ = done.send(result.clone());
     }
+}
+
+/// Broken on purpose (fail point `ACK_BEFORE_WRITE`, tests only): acknowledges the group, waits
+/// `lag`, then writes and fsyncs it; errors are dropped, since the writes were acknowledged.
+#[cfg(feature = "failpoints")]
+fn ack_before_write(
+    wal: &mut Wal,
+    group: &mut Vec<(Batch, oneshot::Sender<Result<()>>)>,
+    lag: std::time::Duration,
+) {
+    let batches: Vec<Batch> = group
+        .drain(..)
+        .map(|(records, done)| {
+            let _ = done.send(Ok(()));
+            records
+        })
+        .collect();
+    std::thread::sleep(lag);
+    for records in &batches {
+        if wal.append_batch(records).is_err() {
+            return;
+        }
+    }
+    let _ = wal.sync();
 }

@@ -2,15 +2,15 @@
 //!
 //! It is the adapter between the pipeline's txn-level trait and the byte-level log: each
 //! [`Txn`] is encoded with `Txn::encode` as one WAL record under its own zxid, a pipeline batch is
-//! one group-commit submission, and `persist` returns only after the fdatasync that covers it.
+//! one group-commit submission, and its [`Durable`] resolves only after the fdatasync that
+//! covers it.
 //! [`Storage::recover_core`] starts from the newest valid snapshot and replays the records
 //! after it (see `recovery`); [`Storage::committed`] drives background snapshots every
 //! `snap_count` txns and the pruning that follows them (see `snapshotter`); [`Storage::rebuild`]
 //! stops the poisoned commit thread, reopens the log (re-reading what is really on disk) and
 //! recovers again; [`Storage::close`] writes a final snapshot on a graceful stop.
-//! [`Storage::recover`] (the whole log as txns) remains for callers without snapshots.
+//! [`WalStorage::recover`] (the whole log as txns) remains for callers without snapshots.
 
-use std::io;
 use std::path::Path;
 
 use bytes::BytesMut;
@@ -18,6 +18,7 @@ use zkit_core::Txn;
 
 use zkit_core::{Config, Core};
 
+use super::api::{Durable, Storage, StorageFuture};
 use super::commit::GroupCommit;
 use super::datadir::DataDir;
 use super::error::{Result, StorageError};
@@ -25,7 +26,6 @@ use super::recovery::{self, RecoveryStats};
 use super::snapshot::{SnapshotStore, DEFAULT_KEEP_SNAPSHOTS};
 use super::snapshotter::{Snapshotter, DEFAULT_SNAP_COUNT};
 use super::wal::{RecoveryReport, Wal, WalOptions};
-use super::{Durable, Storage, StorageFuture};
 
 /// How a [`WalStorage`] is set up.
 #[derive(Debug, Clone)]
@@ -111,9 +111,9 @@ impl WalStorage {
     }
 
     /// Recovers from the snapshot store and the (open, not yet committing) log.
-    async fn load(&mut self, config: Config, now: i64) -> io::Result<Core> {
+    async fn load(&mut self, config: Config, now: i64) -> Result<Core> {
         let Some(wal) = self.wal.take() else {
-            return Err(io::Error::other("recover called after writing started"));
+            return Err(StorageError::RecoverAfterWrite);
         };
         let snapshots = self.snapshots.clone();
         // Reading the snapshot and the log is blocking I/O; it happens before serving.
@@ -122,7 +122,7 @@ impl WalStorage {
             (wal, loaded)
         })
         .await
-        .map_err(io::Error::other)?;
+        .map_err(|e| StorageError::task_lost("recovery", e))?;
         self.wal = Some(wal);
         let (core, stats) = loaded?;
         self.snapshotter = Some(Snapshotter::new(
@@ -141,23 +141,18 @@ impl WalStorage {
         &self.dir
     }
 
-    fn read_all(wal: &Wal) -> io::Result<Vec<Txn>> {
+    fn read_all(wal: &Wal) -> Result<Vec<Txn>> {
         let mut txns = Vec::new();
         for record in wal.read_from(i64::MIN) {
             let record = record?;
             let txn = Txn::decode(&record.payload).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "WAL record {:#x} does not decode as a txn: {e}",
-                        record.zxid
-                    ),
-                )
+                recovery::corrupt_record(wal, record.zxid, format!("does not decode as a txn: {e}"))
             })?;
             if txn.zxid != record.zxid {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("WAL record {:#x} holds txn {:#x}", record.zxid, txn.zxid),
+                return Err(recovery::corrupt_record(
+                    wal,
+                    record.zxid,
+                    format!("holds txn {:#x}", txn.zxid),
                 ));
             }
             txns.push(txn);
@@ -165,37 +160,39 @@ impl WalStorage {
         Ok(txns)
     }
 
-    fn commit_thread(&mut self) -> io::Result<&GroupCommit> {
+    /// The whole log as txns, oldest first, for callers that replay it themselves (no
+    /// snapshots); writing starts after it. Blocking file I/O on a blocking thread.
+    ///
+    /// # Errors
+    /// [`StorageError::RecoverAfterWrite`] once writing started; [`StorageError::Corruption`]
+    /// for a record that is not a txn of its zxid; I/O errors.
+    pub async fn recover(&mut self) -> Result<Vec<Txn>> {
+        let Some(wal) = self.wal.take() else {
+            return Err(StorageError::RecoverAfterWrite);
+        };
+        // Reading the log is blocking file I/O; it happens once, before serving.
+        let (wal, txns) = tokio::task::spawn_blocking(move || {
+            let txns = Self::read_all(&wal);
+            (wal, txns)
+        })
+        .await
+        .map_err(|e| StorageError::task_lost("reading the log", e))?;
+        self.wal = Some(wal);
+        let txns = txns?;
+        self.commit_thread()?;
+        Ok(txns)
+    }
+
+    fn commit_thread(&mut self) -> Result<&GroupCommit> {
         if self.commit.is_none() {
             let wal = self.wal.take().ok_or(StorageError::CommitThreadGone)?;
             self.commit = Some(GroupCommit::start(wal)?);
         }
-        self.commit
-            .as_ref()
-            .ok_or_else(|| StorageError::CommitThreadGone.into())
+        self.commit.as_ref().ok_or(StorageError::CommitThreadGone)
     }
 }
 
 impl Storage for WalStorage {
-    fn recover(&mut self) -> StorageFuture<'_, Vec<Txn>> {
-        Box::pin(async move {
-            let Some(wal) = self.wal.take() else {
-                return Err(io::Error::other("recover called after writing started"));
-            };
-            // Reading the log is blocking file I/O; it happens once, before serving.
-            let (wal, txns) = tokio::task::spawn_blocking(move || {
-                let txns = Self::read_all(&wal);
-                (wal, txns)
-            })
-            .await
-            .map_err(io::Error::other)?;
-            self.wal = Some(wal);
-            let txns = txns?;
-            self.commit_thread()?;
-            Ok(txns)
-        })
-    }
-
     fn recover_core(&mut self, config: Config, now: i64) -> StorageFuture<'_, Core> {
         Box::pin(self.load(config, now))
     }
@@ -213,7 +210,7 @@ impl Storage for WalStorage {
             if let Some(commit) = self.commit.take() {
                 let stopped = tokio::task::spawn_blocking(move || commit.shutdown()).await;
                 if let Ok(Err(e)) | Err(e) =
-                    stopped.map_err(|e| StorageError::io("WAL thread", io::Error::other(e)))
+                    stopped.map_err(|e| StorageError::task_lost("stopping the WAL thread", e))
                 {
                     tracing::warn!(error = %e, "stopping the failed WAL thread");
                 }
@@ -234,7 +231,7 @@ impl Storage for WalStorage {
             let opts = self.opts.wal.clone();
             let (wal, report) = tokio::task::spawn_blocking(move || Wal::open(dir, opts))
                 .await
-                .map_err(io::Error::other)??;
+                .map_err(|e| StorageError::task_lost("reopening the log", e))??;
             self.wal = Some(wal);
             self.report = report;
             self.load(config, now).await
@@ -250,14 +247,10 @@ impl Storage for WalStorage {
             if let Some(commit) = self.commit.take() {
                 tokio::task::spawn_blocking(move || commit.shutdown())
                     .await
-                    .map_err(io::Error::other)??;
+                    .map_err(|e| StorageError::task_lost("stopping the WAL thread", e))??;
             }
-            snapshot.map_err(io::Error::from)
+            snapshot
         })
-    }
-
-    fn persist<'a>(&'a mut self, txns: &'a [Txn]) -> StorageFuture<'a, ()> {
-        self.submit(txns)
     }
 
     fn submit(&mut self, txns: &[Txn]) -> Durable {
@@ -276,10 +269,7 @@ impl Storage for WalStorage {
         // Queued on the commit thread now, so submission order is call order; the commit
         // thread resolves written commits in that order and fails every one after a failure.
         match self.commit_thread() {
-            Ok(commit) => {
-                let commit = commit.submit(batch);
-                Box::pin(async move { commit.await.map_err(io::Error::from) })
-            }
+            Ok(commit) => Box::pin(commit.submit(batch)),
             Err(e) => Box::pin(std::future::ready(Err(e))),
         }
     }

@@ -63,6 +63,22 @@ pub enum StorageError {
     /// The group-commit thread is gone (it panicked or was shut down).
     #[error("write-ahead log commit thread has stopped")]
     CommitThreadGone,
+    /// Recovery was asked for after writing started: the log belongs to the commit thread.
+    #[error("recover called after writing started")]
+    RecoverAfterWrite,
+    /// A blocking storage task (reading the log, opening it, stopping the commit thread)
+    /// panicked or was cancelled.
+    #[error("storage task {task} did not finish: {source}")]
+    TaskLost {
+        /// What the task was doing.
+        task: &'static str,
+        /// Why it did not finish.
+        #[source]
+        source: Arc<tokio::task::JoinError>,
+    },
+    /// The storage cannot rebuild its state after a failure (it keeps nothing to rebuild from).
+    #[error("this storage cannot rebuild its state")]
+    RebuildUnsupported,
 }
 
 fn pid_text(pid: Option<u32>) -> String {
@@ -77,6 +93,14 @@ impl StorageError {
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         StorageError::Io {
             context: context.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// A blocking task that did not finish.
+    pub(crate) fn task_lost(task: &'static str, source: tokio::task::JoinError) -> Self {
+        StorageError::TaskLost {
+            task,
             source: Arc::new(source),
         }
     }
@@ -104,7 +128,7 @@ impl<T> IoContext<T> for io::Result<T> {
 
 impl From<StorageError> for std::io::Error {
     /// Keeps the kind of an underlying I/O error (e.g. `StorageFull`) and the full message, for
-    /// callers whose interface is `io::Result` (the server's `Storage` trait).
+    /// callers whose interface is `io::Result`.
     fn from(e: StorageError) -> Self {
         let kind = match &e {
             StorageError::Io { source, .. } => source.kind(),
@@ -113,7 +137,11 @@ impl From<StorageError> for std::io::Error {
             StorageError::ZxidNotIncreasing { .. } | StorageError::RecordTooLarge { .. } => {
                 io::ErrorKind::InvalidInput
             }
-            StorageError::Poisoned | StorageError::CommitThreadGone => io::ErrorKind::Other,
+            StorageError::Poisoned
+            | StorageError::CommitThreadGone
+            | StorageError::RecoverAfterWrite
+            | StorageError::TaskLost { .. }
+            | StorageError::RebuildUnsupported => io::ErrorKind::Other,
         };
         io::Error::new(kind, e)
     }

@@ -2,20 +2,17 @@
 //! gone when the process exits — the right thing for tests and demos, and the default until a
 //! durable implementation is configured.
 
-use super::{Durable, Storage, StorageFuture};
-use zkit_core::Txn;
+use zkit_core::{Config, Core, Txn};
+
+use super::api::{Durable, Storage, StorageFuture};
 
 /// A [`Storage`] that persists nothing and recovers nothing.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MemoryStorage;
 
 impl Storage for MemoryStorage {
-    fn recover(&mut self) -> StorageFuture<'_, Vec<Txn>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-
-    fn persist<'a>(&'a mut self, _txns: &'a [Txn]) -> StorageFuture<'a, ()> {
-        Box::pin(async { Ok(()) })
+    fn recover_core(&mut self, config: Config, now: i64) -> StorageFuture<'_, Core> {
+        Box::pin(async move { Ok(Core::new(config, now)) })
     }
 
     fn submit(&mut self, _txns: &[Txn]) -> Durable {

@@ -109,7 +109,7 @@ pub fn recover(
     Ok((core, stats))
 }
 
-fn corrupt_record(wal: &Wal, zxid: i64, reason: impl std::fmt::Display) -> StorageError {
+pub(super) fn corrupt_record(wal: &Wal, zxid: i64, reason: impl std::fmt::Display) -> StorageError {
     StorageError::Corruption {
         file: wal.dir().to_path_buf(),
         offset: 0,

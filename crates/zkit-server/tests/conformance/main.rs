@@ -1,4 +1,4 @@
-//! Differential conformance suite (issue 2): every scenario runs against Apache ZooKeeper 3.8
+//! Differential conformance suite: every scenario runs against Apache ZooKeeper 3.8
 //! (`ZKIT_APACHE_ZK=host:port`, started by `scripts/apache-zk`) and against an embedded
 //! `zkit serve`; the normalized transcripts must be identical. Where zkit deliberately keeps a
 //! saner answer than an Apache bug, the scenario asserts each server's own outcome with

@@ -1,4 +1,4 @@
-//! The configuration service (seed 003 §1–2): a [`ConfigStore`] that writes and reads values
+//! The configuration service: a [`ConfigStore`] that writes and reads values
 //! under a prefix, and a [`ConfigWatcher`] that streams every change of a key or of a whole
 //! subtree, surviving connection loss and session expiry.
 //!
@@ -6,7 +6,7 @@
 //! - [`view`]: the pure core: [`ConfigView`] decides, from what the watcher has already reported
 //!   and from a fresh read, which [`ConfigChange`]s to report, so that a value never goes
 //!   backwards and nothing is reported twice. No I/O.
-//! - [`store`]: [`ConfigStore`], the seed's `ActiveKeyValueStore` without its exists-then-create
+//! - [`store`]: [`ConfigStore`], a key-value store without the classic exists-then-create
 //!   race: `write` is one idempotent upsert (create, on `NodeExists` set).
 //! - [`watcher`]: [`ConfigWatcher`], the async driver on persistent recursive watches (with a
 //!   one-shot fallback for servers without `addWatch`).

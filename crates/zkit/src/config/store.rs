@@ -1,6 +1,6 @@
 //! [`ConfigStore`]: reads and writes configuration values, one znode per key under a prefix.
 //!
-//! The seed's `ActiveKeyValueStore.write` checks `exists` and then creates or sets, which races
+//! The classic key-value store write checks `exists` and then creates or sets, which races
 //! with a concurrent writer (both see "absent", one create fails). Here a write is a single
 //! idempotent upsert: create, and on `NodeExists` set. Every operation is retried on connection
 //! loss with the store's [`RetryPolicy`]; all of them are idempotent, so a retry after an
@@ -13,6 +13,7 @@ use serde::Serialize;
 use zkit_client as zk;
 
 use crate::error::{Error, Result};
+use crate::model::{Format, Model};
 use crate::protected::join;
 use crate::retry::{retry, RetryPolicy};
 use crate::session::Session;
@@ -163,7 +164,7 @@ impl ConfigStore {
     }
 
     /// Writes `value` at `key`, creating the node and its parents if needed: create, and on
-    /// `NodeExists` set (the seed's race-free upsert). Returns the node's new version.
+    /// `NodeExists` set (a race-free upsert). Returns the node's new version.
     ///
     /// # Errors
     /// Non-recoverable ZooKeeper errors (e.g. [`Error::NoAuth`], [`Error::NoChildrenForEphemerals`]),
@@ -196,7 +197,7 @@ impl ConfigStore {
         .await
     }
 
-    /// Reads `key` and leaves a one-shot watch on it (the seed's `read(path, watcher)`): the
+    /// Reads `key` and leaves a one-shot watch on it (the classic `read(path, watcher)`): the
     /// watcher fires on the next change or deletion, or on creation when the key did not exist.
     /// For a stream of every change use [`crate::config::ConfigWatcher`] instead: between the
     /// firing of a one-shot watch and the next read, intermediate values are skipped.
@@ -273,8 +274,7 @@ impl ConfigStore {
     /// # Errors
     /// [`Error::BadArguments`] if it cannot be serialized, otherwise as [`ConfigStore::write`].
     pub async fn write_json<T: Serialize>(&self, key: &str, value: &T) -> Result<Versioned> {
-        let bytes = serde_json::to_vec(value)
-            .map_err(|e| Error::BadArguments(format!("serializing {key:?} as JSON: {e}")))?;
+        let bytes = Format::Json.encode(&format!("{key:?}"), value)?;
         self.write(key, &bytes).await
     }
 
@@ -286,9 +286,7 @@ impl ConfigStore {
         let Some(v) = self.read(key).await? else {
             return Ok(None);
         };
-        serde_json::from_slice(&v.value)
-            .map(Some)
-            .map_err(|e| Error::Unexpected(format!("{key:?} is not the expected JSON: {e}")))
+        Format::Json.decode(&format!("{key:?}"), &v.value).map(Some)
     }
 
     /// Writes a value serialized as TOML (it must serialize to a table).
@@ -296,9 +294,8 @@ impl ConfigStore {
     /// # Errors
     /// [`Error::BadArguments`] if it cannot be serialized, otherwise as [`ConfigStore::write`].
     pub async fn write_toml<T: Serialize>(&self, key: &str, value: &T) -> Result<Versioned> {
-        let text = toml::to_string(value)
-            .map_err(|e| Error::BadArguments(format!("serializing {key:?} as TOML: {e}")))?;
-        self.write(key, text.as_bytes()).await
+        let bytes = Format::Toml.encode(&format!("{key:?}"), value)?;
+        self.write(key, &bytes).await
     }
 
     /// Reads a TOML value; `None` if the key does not exist.
@@ -309,11 +306,23 @@ impl ConfigStore {
         let Some(v) = self.read(key).await? else {
             return Ok(None);
         };
-        let text = std::str::from_utf8(&v.value)
-            .map_err(|e| Error::Unexpected(format!("{key:?} is not UTF-8: {e}")))?;
-        toml::from_str(text)
-            .map(Some)
-            .map_err(|e| Error::Unexpected(format!("{key:?} is not the expected TOML: {e}")))
+        Format::Toml.decode(&format!("{key:?}"), &v.value).map(Some)
+    }
+
+    /// A typed [`Model`] of `key` in `format`, with the store's retry policy. Without a
+    /// schema it reads and writes exactly what [`ConfigStore::write_json`] /
+    /// [`ConfigStore::write_toml`] do; add one with [`Model::with_schema`] to have every value
+    /// carry and check it (see [`crate::model`]).
+    ///
+    /// # Errors
+    /// As [`resolve_key`].
+    pub fn model<T: Serialize + DeserializeOwned>(
+        &self,
+        key: &str,
+        format: Format,
+    ) -> Result<Model<T>> {
+        Ok(Model::new(&self.session, &self.path_of(key)?, format)?
+            .with_retry_policy(self.policy.clone()))
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`ConfigWatcher`]: a stream of every change of a key or of a whole subtree.
 //!
-//! The seed warns that a one-shot watch can skip updates: between the watch firing and the
+//! A one-shot watch can skip updates: between the watch firing and the
 //! re-read that sets the next watch, further writes go unnoticed (only the latest value is
 //! read). That is acceptable for configuration as long as the *latest* value is never missed,
 //! and this driver makes sure of it:

@@ -1,4 +1,4 @@
-//! [`LeaseLock`] (seed 002, idea two): a lock whose nodes are PERSISTENT_SEQUENTIAL_WITH_TTL, so
+//! [`LeaseLock`]: a lock whose nodes are PERSISTENT_SEQUENTIAL_WITH_TTL, so
 //! it survives without any session and a crashed holder's node is reaped by the server's TTL
 //! reaper. Bounded on both sides: `max_wait` to get it, `max_locked_time` to hold it.
 

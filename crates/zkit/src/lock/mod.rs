@@ -10,8 +10,15 @@
 //! - [`ReadWriteLock`]: Curator's `InterProcessReadWriteLock` (`__READ__` / `__WRIT__`).
 //! - [`Semaphore`]: Curator's `InterProcessSemaphoreV2` layout (`locks/`, `leases/`).
 //! - [`RevocableMutex`]: a mutex whose holder can be asked to release (`__REVOKE__` data).
-//! - [`LeaseLock`]: TTL nodes (seed 002): survives without a session, bounded wait and hold.
-//! - [`SimpleLock`]: one fixed node (seed 003 §4.2); NodeExists means taken.
+//! - [`LeaseLock`]: TTL nodes: survives without a session, bounded wait and hold.
+//! - [`SimpleLock`]: one fixed node; NodeExists means taken.
+//! - [`MultiLock`]: all of several mutexes or none, taken in one canonical order (Curator's
+//!   `InterProcessMultiLock`, without its deadlock between different listing orders).
+//! - [`SemaphoreMutex`]: Curator's `InterProcessSemaphoreMutex` (a one-lease semaphore).
+//! - [`KazooLock`]: a mutex in kazoo's `Lock` layout (`…__lock__NNNNNNNNNN`), which kazoo's
+//!   default `Lock` and zkit both see.
+//! - [`NonBlockingLease`], [`MultiNonBlockingLease`]: kazoo's time-based leases (layout and
+//!   JSON shared with kazoo).
 //!
 //! **Kazoo** (each claim below is exercised by `tests/kazoo_interop.rs` on both servers): kazoo's
 //! `Lock` names its nodes `<uuid-hex>__lock__NNNNNNNNNN` and counts as contenders only children
@@ -33,10 +40,14 @@
 
 mod decide;
 mod internals;
+mod kazoo;
 mod lease;
+mod multi;
 mod mutex;
+pub mod nonblocking_lease;
 mod rw;
 mod semaphore;
+mod semaphore_mutex;
 mod simple;
 
 pub use decide::{
@@ -44,8 +55,12 @@ pub use decide::{
     WRITE_MARKER,
 };
 pub use internals::{LockGuard, LockOptions, REVOKE_MESSAGE};
+pub use kazoo::{KazooLock, KAZOO_LOCK_NAME};
 pub use lease::LeaseLock;
+pub use multi::{acquisition_order, MultiLock, MultiLockGuard};
 pub use mutex::{Mutex, RevocableMutex};
+pub use nonblocking_lease::{LeaseData, MultiNonBlockingLease, NonBlockingLease};
 pub use rw::ReadWriteLock;
 pub use semaphore::{Lease, Semaphore};
+pub use semaphore_mutex::SemaphoreMutex;
 pub use simple::SimpleLock;

@@ -1,11 +1,10 @@
-//! [`SimpleLock`] (seed 003 §4.2, the "unique name" lock): the lock is one ephemeral node at a
+//! [`SimpleLock`] (the "unique name" lock): the lock is one ephemeral node at a
 //! fixed path. Create succeeds: held. `NodeExists`: taken; wait for its deletion and try again.
-//! Every waiter watches the same node, so a release wakes them all (the herd effect the seed
-//! warns about): fine for a few contenders, use [`super::Mutex`] for many.
+//! Every waiter watches the same node, so a release wakes them all (the herd effect): fine for a few contenders, use [`super::Mutex`] for many.
 //!
 //! After a connection loss during the create we cannot tell whether the create happened; the
-//! node's `ephemeralOwner` tells: if it is our session id, the node is ours (seed 003 puts the
-//! session id in the lock for this reason).
+//! node's `ephemeralOwner` tells: if it is our session id, the node is ours (which is why the
+//! session id identifies the holder).
 
 use std::time::Duration;
 

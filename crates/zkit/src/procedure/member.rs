@@ -16,7 +16,9 @@ use zkit_client as zk;
 
 use super::decide::{decide_member, AbortReason, MemberLocal, MemberStep, MemberView, COORDINATOR};
 use super::layout::{self, check_name, Layout};
-use super::tree::{ensure_dirs, exists, exists_key, when, Wake, WatchSet, RECOVERABLE_PAUSE};
+use super::tree::{
+    ensure_dirs, exists, exists_created_at, exists_key, when, Wake, WatchSet, RECOVERABLE_PAUSE,
+};
 use super::ProcedureError;
 use crate::Session;
 
@@ -258,14 +260,17 @@ struct Cache {
     abort: Option<AbortReason>,
 }
 
-/// What a member reads of one instance, with watches on what it may wait for. Only nodes whose
-/// watch fired (or never read) are read again. Its own `acquired/…/<member>` and
+/// What a member reads of one instance (the one whose `acquired/<instance>` was created at
+/// `czxid`), with watches on what it may wait for. Only nodes whose watch fired (or never read)
+/// are read again. Its own `acquired/…/<member>` and
 /// `reached/…/<member>` matter only before it did anything (`local` is `New`: a restart, or a
 /// completed instance seen again); after that it knows them.
+#[allow(clippy::too_many_arguments)] // one instance's identity, its state and its watches
 async fn observe(
     client: &zk::Client,
     ctx: &Ctx,
     instance: &str,
+    czxid: i64,
     expected_me: bool,
     local: MemberLocal,
     watches: &mut WatchSet,
@@ -288,7 +293,13 @@ async fn observe(
     let my_reached_path = l.reached_member(instance, &ctx.name);
     // Issued together: the client pipelines them on one connection.
     let (acquired, my_acquired, reached, my_reached, abort) = tokio::join!(
-        when(read_acquired, exists(client, &acquired_path, true)),
+        // By identity: the coordinator may have removed this instance and started another
+        // under the same name between our watch firing and this read (on an ensemble, our
+        // member applies both before answering); that one is not ours to wait on.
+        when(
+            read_acquired,
+            exists_created_at(client, &acquired_path, czxid, true)
+        ),
         when(read_mine, client.check_stat(&my_acquired_path)),
         when(read_reached, exists(client, &reached_path, true)),
         when(read_mine, client.check_stat(&my_reached_path)),
@@ -399,7 +410,10 @@ async fn instance_task(
         .await
     {
         Ok((data, stat, watcher)) => {
-            run_instance(&ctx, &client, &instance, &data, watcher, &cancel).await;
+            run_instance(
+                &ctx, &client, &instance, stat.czxid, &data, watcher, &cancel,
+            )
+            .await;
             Some(stat.czxid)
         }
         Err(err) => {
@@ -452,12 +466,13 @@ async fn instance_task(
     relist.notify_one();
 }
 
-/// Runs one instance (whose `acquired/<instance>` held `data`) through both barriers, or its
-/// cleanup.
+/// Runs one instance (whose `acquired/<instance>`, created at `czxid`, held `data`) through
+/// both barriers, or its cleanup.
 async fn run_instance(
     ctx: &Ctx,
     client: &zk::Client,
     instance: &str,
+    czxid: i64,
     data: &[u8],
     acquired_watch: zk::OneshotWatcher,
     cancel: &CancellationToken,
@@ -484,6 +499,7 @@ async fn run_instance(
             client,
             ctx,
             instance,
+            czxid,
             expected_me,
             local,
             &mut watches,

@@ -227,6 +227,23 @@ pub async fn when<F: std::future::Future>(needed: bool, read: F) -> Option<F::Ou
     }
 }
 
+/// Whether `path` exists as the node created at `czxid`, setting an exists watch when `watch`.
+/// A node deleted and created again under the same name is another node: it reads as absent.
+pub async fn exists_created_at(
+    client: &zk::Client,
+    path: &str,
+    czxid: i64,
+    watch: bool,
+) -> Result<(bool, Option<zk::OneshotWatcher>), zk::Error> {
+    let is_it = |stat: Option<zk::Stat>| stat.is_some_and(|s| s.czxid == czxid);
+    if watch {
+        let (stat, watcher) = client.check_and_watch_stat(path).await?;
+        Ok((is_it(stat), Some(watcher)))
+    } else {
+        Ok((is_it(client.check_stat(path).await?), None))
+    }
+}
+
 /// Whether `path` exists, setting an exists watch when `watch`.
 pub async fn exists(
     client: &zk::Client,

@@ -62,8 +62,8 @@ pub fn tally(
     deadline_ms: u64,
     now_ms: u64,
 ) -> Tally {
-    // A `no` decides at once, even before the other votes are in (the seed's coordinator does
-    // the same): it cannot become a commit.
+    // A `no` decides at once, even before the other votes are in (as in the textbook
+    // protocol): it cannot become a commit.
     if let Some((who, reason)) = participants.iter().find_map(|p| match votes.get(p) {
         Some(Vote::No(reason)) => Some((p, reason)),
         _ => None,
@@ -116,7 +116,7 @@ pub enum RecoveryStep {
 /// Whether the leader resumes an undecided transaction now. A live coordinator keeps its
 /// transaction until `grace_ms` after the deadline (it aborts by itself at the deadline, so
 /// still being undecided then means it is stuck, e.g. partitioned); a dead one's transaction is
-/// resumed at once, because all its votes may already be in (the seed's "coordinator crash"
+/// resumed at once, because all its votes may already be in (the "coordinator crash"
 /// case, which otherwise blocks forever).
 pub fn recovery_step(txn: &Undecided, grace_ms: u64, now_ms: u64) -> RecoveryStep {
     let give_up_at = txn.deadline_ms.saturating_add(grace_ms);

@@ -74,7 +74,7 @@ impl FileResource {
     }
 
     /// Fault injection for demos: wait this long inside `prepare` before voting (the window in
-    /// which the seed kills a participant "before voting").
+    /// which a demo kills a participant "before voting").
     pub fn with_prepare_delay(self, delay: Duration) -> FileResource {
         FileResource {
             inner: Arc::new(Inner {

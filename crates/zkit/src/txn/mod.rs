@@ -1,4 +1,4 @@
-//! Two-phase commit over ZooKeeper with crash recovery (seed 004, and what it left unverified):
+//! Two-phase commit over ZooKeeper with crash recovery:
 //! a [`Coordinator`] runs transactions across [`Participant`]s, each backed by a [`Resource`]
 //! (a file directory, [`FileResource`], or PostgreSQL prepared transactions,
 //! `PostgresResource`), and a [`Recoverer`] group finishes what crashed coordinators left.
@@ -31,7 +31,7 @@
 //! | `<txid>/owner` | ephemeral, the coordinator while `commit()` runs | empty |
 //!
 //! The whole `<txid>` tree and the inbox entries are created in one `multi`, so a participant
-//! never sees half a transaction. The inbox (beyond the seed) lets a participant watch only its
+//! never sees half a transaction. The inbox lets a participant watch only its
 //! own work instead of every transaction.
 //!
 //! # Guarantees
@@ -111,8 +111,7 @@ pub enum TxnError {
 pub struct TxnOptions {
     /// The root znode (default [`DEFAULT_ROOT`]).
     pub root: String,
-    /// How long a coordinator waits for votes; a vote missing then means abort. Default 3 s (the
-    /// seed's vote timeout).
+    /// How long a coordinator waits for votes; a vote missing then means abort. Default 3 s.
     pub vote_timeout: Duration,
     /// How long [`Transaction::commit`] waits for acknowledgements after deciding. The decision
     /// stands either way; a missing ack only means that participant applies it later. Default 5 s.
@@ -121,7 +120,7 @@ pub struct TxnOptions {
     /// coordinator. Default 2 s.
     pub recovery_grace: Duration,
     /// Fault injection for tests and demos: time between seeing the votes and writing the
-    /// decision, the window in which the seed's "coordinator crash" happens. Zero in production.
+    /// decision, the window in which a "coordinator crash" happens. Zero in production.
     pub decision_delay: Duration,
     /// How long after it began a decided transaction may wait for acknowledgements that never
     /// come (a participant gone for good) before the recovering leader expires it: the decision

@@ -41,7 +41,7 @@ pub trait Resource: Send + Sync + 'static {
     fn in_doubt(&self) -> BoxFuture<'_, Result<Vec<String>, TxnError>>;
 }
 
-/// What a participant did, for logs and demos (the seed's `PREPARE`/`VOTE`/`APPLIED` lines).
+/// What a participant did, for logs and demos (the `PREPARE`/`VOTE`/`APPLIED` lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParticipantEvent {
     /// Registered; about to resolve `in_doubt` transactions.

@@ -24,7 +24,7 @@ use super::{now_ms, TxnError, TxnOptions};
 use crate::lock::Mutex;
 use crate::session::Session;
 
-/// What a recoverer did, for logs and demos (the seed's `RECOVER_*` lines).
+/// What a recoverer did, for logs and demos (the `RECOVER_*` lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecoveryEvent {
     /// This member became the leader.

@@ -1,51 +1,19 @@
 //! Server selection for the zkit library's black-box tests: every test runs against each
-//! server [`servers`] returns, Apache ZooKeeper (`ZKIT_APACHE_ZK`, skipped with a `SKIP` line
-//! when unset, a failure under `CI`) and the embedded zkit server.
+//! server [`servers`] returns, `zkit_testkit::targets()`: the embedded zkit server, Apache
+//! ZooKeeper standalone (`ZKIT_APACHE_ZK`) and an Apache ensemble (`ZKIT_APACHE_ENSEMBLE`), the
+//! Apache ones skipped with a `SKIP` line when unset (a failure under `CI`); `ZKIT_TARGETS`
+//! restricts them.
 #![allow(dead_code)]
 
 use std::time::Duration;
 
 use zkit::{Session, SessionOptions};
 
-/// One server under test.
-pub struct Target {
-    /// `apache` or `zkit`.
-    pub name: &'static str,
-    /// `host:port`.
-    pub addr: String,
-    /// The server's smallest session timeout: expiry tests must wait at least this long.
-    pub min_session_timeout: Duration,
-    /// Keeps the embedded server running.
-    pub server: Option<zkit_server::Server>,
-}
+pub use zkit_testkit::Target;
 
-/// The servers every recipe test runs against: Apache ZooKeeper (when configured) and an
-/// embedded zkit server with short session-timeout bounds and a fast TTL reaper.
+/// The servers every recipe test runs against (`zkit_testkit::targets`).
 pub async fn servers() -> Vec<Target> {
-    let mut targets = Vec::new();
-    if let Some(addr) = zkit_testkit::apache_zk() {
-        targets.push(Target {
-            name: "apache",
-            addr,
-            // scripts/apache-zk: tickTime 500 → minimum 2 × tick = 1 s.
-            min_session_timeout: Duration::from_millis(1000),
-            server: None,
-        });
-    }
-    let mut config = zkit_server::ServerConfig::ephemeral();
-    config.tick_time = Duration::from_millis(250);
-    config.min_session_timeout = Some(Duration::from_millis(1000));
-    config.container_check_interval = Duration::from_millis(200);
-    let server = zkit_server::Server::start(config)
-        .await
-        .expect("embedded zkit server starts");
-    targets.push(Target {
-        name: "zkit",
-        addr: server.addr().to_string(),
-        min_session_timeout: Duration::from_millis(1000),
-        server: Some(server),
-    });
-    targets
+    zkit_testkit::targets().await
 }
 
 /// A session to `addr` with the given session timeout.

@@ -1,0 +1,411 @@
+//! The nemesis: a seeded schedule of faults ([`Schedule::generate`], printed with the run) and
+//! the things that inject and heal them ([`Nemesis`] implementations).
+//!
+//! - [`server`]: a `zkit serve` process (or the embedded server of `zkit-verify serve`) on a
+//!   durable data dir: kill -9 and restart, SIGSTOP/SIGCONT.
+//! - [`proxy`]: every client reaches the server through its own `zkit_testkit::FaultProxy`:
+//!   connection drops, resets (RST), stalls, and partitions of one client (black hole).
+//! - [`disk`]: the data dir on a small tmpfs (root only) filled to ENOSPC and freed again.
+//! - [`partition`]: the plumbing for ensembles: per-member configs whose quorum and election
+//!   addresses point at per-link proxies, so one link can be cut. Ensemble faults
+//!   ([`Fault::KillMember`], [`Fault::PauseMember`], [`Fault::PartitionMembers`]) plug in
+//!   through the same [`Nemesis`] trait once the ensemble harness exists.
+//!
+//! Faults run one at a time: inject, hold, heal, pause, next. A schedule is a pure function of
+//! the seed, the fault kinds, the run's length and its timing.
+
+pub mod disk;
+pub mod partition;
+pub mod proxy;
+pub mod server;
+
+use std::fmt;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::Error;
+
+/// Which member of an ensemble a member fault hits (resolved when it is injected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    /// Whoever leads at that moment.
+    Leader,
+    /// A follower, by its position among the followers.
+    Follower(u32),
+}
+
+/// One fault, with its parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// kill -9 the server, restart it on the same data dir after `down`.
+    KillServer {
+        /// Time down.
+        down: Duration,
+    },
+    /// SIGSTOP the server, SIGCONT after `duration`.
+    PauseServer {
+        /// Time stopped.
+        duration: Duration,
+    },
+    /// Close every client connection (FIN); clients reconnect.
+    DropConnections,
+    /// Abort every client connection with RST.
+    ResetConnections,
+    /// Freeze the open client connections for `duration` (new ones pass).
+    StallConnections {
+        /// How long before they are let go.
+        duration: Duration,
+    },
+    /// Black-hole one client's link for `duration`.
+    Partition {
+        /// The client.
+        client: u32,
+        /// How long.
+        duration: Duration,
+    },
+    /// Fill the data dir's file system for `duration`.
+    DiskFull {
+        /// How long.
+        duration: Duration,
+    },
+    /// kill -9 a client process (its session is left to expire).
+    KillClient {
+        /// The client.
+        client: u32,
+    },
+    /// kill -9 an ensemble member, restart it after `down`.
+    KillMember {
+        /// Which member.
+        member: Member,
+        /// Time down.
+        down: Duration,
+    },
+    /// SIGSTOP an ensemble member for `duration`.
+    PauseMember {
+        /// Which member.
+        member: Member,
+        /// Time stopped.
+        duration: Duration,
+    },
+    /// Cut the quorum and election links between members `a` and `b` for `duration`.
+    PartitionMembers {
+        /// One member (server id).
+        a: u32,
+        /// The other.
+        b: u32,
+        /// How long.
+        duration: Duration,
+    },
+}
+
+impl Fault {
+    /// How long the fault lasts before it is healed.
+    pub fn duration(&self) -> Duration {
+        match self {
+            Fault::KillServer { down } | Fault::KillMember { down, .. } => *down,
+            Fault::PauseServer { duration }
+            | Fault::StallConnections { duration }
+            | Fault::Partition { duration, .. }
+            | Fault::DiskFull { duration }
+            | Fault::PauseMember { duration, .. }
+            | Fault::PartitionMembers { duration, .. } => *duration,
+            Fault::DropConnections | Fault::ResetConnections | Fault::KillClient { .. } => {
+                Duration::ZERO
+            }
+        }
+    }
+
+    /// The client a client-side fault hits.
+    pub fn client(&self) -> Option<u32> {
+        match self {
+            Fault::Partition { client, .. } | Fault::KillClient { client } => Some(*client),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |d: &Duration| d.as_millis();
+        match self {
+            Fault::KillServer { down } => write!(f, "kill-server down {}ms", ms(down)),
+            Fault::PauseServer { duration } => write!(f, "pause-server {}ms", ms(duration)),
+            Fault::DropConnections => write!(f, "drop-connections"),
+            Fault::ResetConnections => write!(f, "reset-connections"),
+            Fault::StallConnections { duration } => {
+                write!(f, "stall-connections {}ms", ms(duration))
+            }
+            Fault::Partition { client, duration } => {
+                write!(f, "partition client {client} {}ms", ms(duration))
+            }
+            Fault::DiskFull { duration } => write!(f, "disk-full {}ms", ms(duration)),
+            Fault::KillClient { client } => write!(f, "kill-client {client}"),
+            Fault::KillMember { member, down } => {
+                write!(f, "kill-member {member:?} down {}ms", ms(down))
+            }
+            Fault::PauseMember { member, duration } => {
+                write!(f, "pause-member {member:?} {}ms", ms(duration))
+            }
+            Fault::PartitionMembers { a, b, duration } => {
+                write!(f, "partition-members {a}-{b} {}ms", ms(duration))
+            }
+        }
+    }
+}
+
+/// The kinds of fault a schedule draws from (the `--nemesis` names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// `kill`: kill -9 and restart of the server.
+    Kill,
+    /// `pause`: SIGSTOP shorter than the session timeout.
+    Pause,
+    /// `pause-long`: SIGSTOP longer than the session timeout.
+    PauseLong,
+    /// `drop`: connections closed.
+    Drop,
+    /// `reset`: connections reset.
+    Reset,
+    /// `stall`: connections frozen (longer than the client's connection timeout).
+    Stall,
+    /// `partition`: one client cut off for less than the session timeout.
+    Partition,
+    /// `partition-long`: one client cut off for longer than the session timeout.
+    PartitionLong,
+    /// `disk-full`: ENOSPC on the data dir.
+    DiskFull,
+    /// `kill-client`: kill -9 of a client process.
+    KillClient,
+}
+
+impl FaultKind {
+    /// Every kind, in `--nemesis` order.
+    pub const ALL: [FaultKind; 10] = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::PauseLong,
+        FaultKind::Drop,
+        FaultKind::Reset,
+        FaultKind::Stall,
+        FaultKind::Partition,
+        FaultKind::PartitionLong,
+        FaultKind::DiskFull,
+        FaultKind::KillClient,
+    ];
+
+    /// The `--nemesis` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Pause => "pause",
+            FaultKind::PauseLong => "pause-long",
+            FaultKind::Drop => "drop",
+            FaultKind::Reset => "reset",
+            FaultKind::Stall => "stall",
+            FaultKind::Partition => "partition",
+            FaultKind::PartitionLong => "partition-long",
+            FaultKind::DiskFull => "disk-full",
+            FaultKind::KillClient => "kill-client",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// What the schedule needs to know to size faults.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// The clients' session timeout.
+    pub session_timeout: Duration,
+    /// The server's tickTime.
+    pub tick: Duration,
+}
+
+/// One planned fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    /// When to inject it, from the start of the run.
+    pub at: Duration,
+    /// At least this long after the previous fault healed (a heal that took longer than
+    /// planned, such as a slow restart, pushes the rest of the schedule back).
+    pub quiet: Duration,
+    /// The fault.
+    pub fault: Fault,
+}
+
+/// A seeded fault schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// The seed it was drawn from.
+    pub seed: u64,
+    /// The faults, in order, never overlapping.
+    pub planned: Vec<Planned>,
+}
+
+fn between(rng: &mut StdRng, base: Duration, lo: f64, hi: f64) -> Duration {
+    base.mul_f64(rng.gen_range(lo..hi))
+}
+
+impl Schedule {
+    /// Draws faults of `kinds` over `run` (none in the first 10% and the last 15%, so the
+    /// run starts and ends healthy), hitting clients `0..clients` (client faults only hit
+    /// `victims`, when given).
+    pub fn generate(
+        seed: u64,
+        kinds: &[FaultKind],
+        run: Duration,
+        timing: Timing,
+        clients: u32,
+        victims: Option<&[u32]>,
+    ) -> Schedule {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x006e_656d_6573_6973);
+        let mut planned = Vec::new();
+        if kinds.is_empty() {
+            return Schedule { seed, planned };
+        }
+        let t = timing.session_timeout;
+        let last = run.mul_f64(0.85);
+        let mut at = run.mul_f64(0.1);
+        let mut quiet = Duration::ZERO;
+        loop {
+            let kind = kinds[rng.gen_range(0..kinds.len())];
+            let victim = |rng: &mut StdRng| match victims {
+                Some(v) if !v.is_empty() => v[rng.gen_range(0..v.len())],
+                _ => rng.gen_range(0..clients.max(1)),
+            };
+            let fault = match kind {
+                FaultKind::Kill => Fault::KillServer {
+                    down: between(&mut rng, t, 0.1, 0.5),
+                },
+                FaultKind::Pause => Fault::PauseServer {
+                    duration: between(&mut rng, t, 0.15, 0.4),
+                },
+                FaultKind::PauseLong => Fault::PauseServer {
+                    duration: between(&mut rng, t, 1.4, 1.9) + timing.tick * 2,
+                },
+                FaultKind::Drop => Fault::DropConnections,
+                FaultKind::Reset => Fault::ResetConnections,
+                FaultKind::Stall => Fault::StallConnections {
+                    duration: between(&mut rng, t, 0.6, 0.9),
+                },
+                FaultKind::Partition => Fault::Partition {
+                    client: victim(&mut rng),
+                    duration: between(&mut rng, t, 0.2, 0.4),
+                },
+                FaultKind::PartitionLong => Fault::Partition {
+                    client: victim(&mut rng),
+                    duration: between(&mut rng, t, 1.5, 2.0) + timing.tick * 2,
+                },
+                FaultKind::DiskFull => Fault::DiskFull {
+                    duration: between(&mut rng, Duration::from_secs(1), 0.5, 1.5),
+                },
+                FaultKind::KillClient => Fault::KillClient {
+                    client: victim(&mut rng),
+                },
+            };
+            if at + fault.duration() > last {
+                break;
+            }
+            let gap = between(&mut rng, t, 0.2, 0.5);
+            let next = at + fault.duration() + gap;
+            planned.push(Planned { at, quiet, fault });
+            quiet = gap;
+            at = next;
+        }
+        Schedule { seed, planned }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "fault schedule (seed {}):", self.seed)?;
+        if self.planned.is_empty() {
+            writeln!(f, "  (no faults)")?;
+        }
+        for p in &self.planned {
+            writeln!(f, "  at {:>6}ms  {}", p.at.as_millis(), p.fault)?;
+        }
+        Ok(())
+    }
+}
+
+/// Something that injects and heals faults. Each fault kind is handled by the first nemesis
+/// (of a run's list) that [`Nemesis::handles`] it.
+pub trait Nemesis: Send {
+    /// Its name in notes.
+    fn name(&self) -> &'static str;
+    /// Whether it can inject `fault`.
+    fn handles(&self, fault: &Fault) -> bool;
+    /// Injects `fault`; returns a note for the history.
+    fn inject<'a>(&'a mut self, fault: &'a Fault) -> BoxFuture<'a, Result<String, Error>>;
+    /// Heals `fault` (a no-op for instantaneous faults); returns a note.
+    fn heal<'a>(&'a mut self, fault: &'a Fault) -> BoxFuture<'a, Result<String, Error>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing {
+            session_timeout: Duration::from_millis(1600),
+            tick: Duration::from_millis(200),
+        }
+    }
+
+    #[test]
+    fn schedules_are_seeded_sequential_and_inside_the_run() {
+        let kinds = [FaultKind::Kill, FaultKind::PauseLong, FaultKind::Partition];
+        let run = Duration::from_secs(20);
+        let a = Schedule::generate(5, &kinds, run, timing(), 4, None);
+        assert_eq!(a, Schedule::generate(5, &kinds, run, timing(), 4, None));
+        assert_ne!(a, Schedule::generate(6, &kinds, run, timing(), 4, None));
+        assert!(a.planned.len() >= 3, "{a}");
+        for w in a.planned.windows(2) {
+            assert!(w[0].at + w[0].fault.duration() < w[1].at, "{a}");
+        }
+        let end = a.planned.last().map(|p| p.at + p.fault.duration()).unwrap();
+        assert!(end <= run.mul_f64(0.85), "{a}");
+        assert!(a.to_string().contains("seed 5"), "{a}");
+    }
+
+    #[test]
+    fn long_faults_outlast_the_session_timeout_and_short_ones_do_not() {
+        let run = Duration::from_secs(60);
+        let t = timing();
+        for (kind, longer) in [
+            (FaultKind::PauseLong, true),
+            (FaultKind::PartitionLong, true),
+            (FaultKind::Pause, false),
+            (FaultKind::Partition, false),
+        ] {
+            let s = Schedule::generate(1, &[kind], run, t, 3, Some(&[2]));
+            assert!(!s.planned.is_empty());
+            for p in &s.planned {
+                let d = p.fault.duration();
+                if longer {
+                    assert!(d > t.session_timeout + t.tick * 2, "{}", p.fault);
+                } else {
+                    assert!(d < t.session_timeout, "{}", p.fault);
+                }
+                if let Some(c) = p.fault.client() {
+                    assert_eq!(c, 2);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn kinds_parse_by_name() {
+        for k in FaultKind::ALL {
+            assert_eq!(FaultKind::parse(k.name()), Some(k));
+        }
+        assert_eq!(FaultKind::parse("nope"), None);
+    }
+}

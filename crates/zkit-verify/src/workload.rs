@@ -1,0 +1,112 @@
+//! The workloads: what the clients do, which clients they need, which faults suit them, and
+//! which checker judges the history.
+//!
+//! | workload     | clients                         | checker                        |
+//! |--------------|---------------------------------|--------------------------------|
+//! | `register`   | tasks: read / write / cas       | linearizability per key (WGL)  |
+//! | `set`        | tasks: add, final read          | set                            |
+//! | `unique-ids` | tasks: sequential creates       | unique ids                     |
+//! | `queue`      | processes: producers, consumers | queue (claim/ack exactly once) |
+//! | `sessions`   | tasks + an observer             | sessions                       |
+//! | `locks`      | processes: `Mutex` holders      | locks (exclusion, fencing)     |
+
+use std::time::Duration;
+
+use crate::checker::locks::LockChecker;
+use crate::checker::queue::QueueChecker;
+use crate::checker::register::RegisterChecker;
+use crate::checker::sessions::SessionChecker;
+use crate::checker::set::SetChecker;
+use crate::checker::unique_ids::UniqueIdChecker;
+use crate::checker::Checker;
+use crate::nemesis::FaultKind;
+
+/// A workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Workload {
+    /// CAS registers.
+    Register,
+    /// A grow-only set.
+    Set,
+    /// Sequential znodes as ids.
+    UniqueIds,
+    /// The claim/ack queue.
+    Queue,
+    /// Session guarantees.
+    Sessions,
+    /// The mutex.
+    Locks,
+}
+
+impl Workload {
+    /// Every workload.
+    pub const ALL: [Workload; 6] = [
+        Workload::Register,
+        Workload::Set,
+        Workload::UniqueIds,
+        Workload::Queue,
+        Workload::Sessions,
+        Workload::Locks,
+    ];
+
+    /// Its `--workload` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Register => "register",
+            Workload::Set => "set",
+            Workload::UniqueIds => "unique-ids",
+            Workload::Queue => "queue",
+            Workload::Sessions => "sessions",
+            Workload::Locks => "locks",
+        }
+    }
+
+    /// The workload named `name`.
+    pub fn parse(name: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == name)
+    }
+
+    /// Whether its clients are OS processes (they are killed as part of the workload).
+    pub fn process_clients(self) -> bool {
+        matches!(self, Workload::Queue | Workload::Locks)
+    }
+
+    /// The faults that make sense for it.
+    pub fn faults(self) -> Vec<FaultKind> {
+        use FaultKind::*;
+        match self {
+            Workload::Register | Workload::Set | Workload::UniqueIds => {
+                vec![Kill, Pause, PauseLong, Drop, Reset, Stall]
+            }
+            Workload::Queue | Workload::Locks => vec![Kill, Pause, Drop, Reset, KillClient],
+            Workload::Sessions => vec![Partition, PartitionLong, Pause, PauseLong, Kill, Drop],
+        }
+    }
+
+    /// The checker for its histories; `grace` is how long past its timeout a cut-off session
+    /// may still live on the server (sessions workload).
+    pub fn checker(self, grace: Duration) -> Box<dyn Checker> {
+        match self {
+            Workload::Register => Box::new(RegisterChecker::default()),
+            Workload::Set => Box::new(SetChecker),
+            Workload::UniqueIds => Box::new(UniqueIdChecker),
+            Workload::Queue => Box::new(QueueChecker),
+            Workload::Sessions => Box::new(SessionChecker {
+                grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+            }),
+            Workload::Locks => Box::new(LockChecker),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for w in Workload::ALL {
+            assert_eq!(Workload::parse(w.name()), Some(w));
+        }
+    }
+}

@@ -1,0 +1,633 @@
+//! Interop of the newer recipes with Apache Curator (Java), both ways, against every server of
+//! `common::servers()`: service discovery (curator-x-discovery's `ServiceDiscovery`, Debian's
+//! `libcurator-discovery-java`), `InterProcessSemaphoreMutex`, `DistributedPriorityQueue`,
+//! `DistributedIdQueue`, `DistributedDelayQueue`, and `DistributedAtomicLong` promoted to a
+//! lock; and `zkit service register`/`list` (the command line) against Curator's discovery. The
+//! Java side is one program compiled here with `javac`, run in one mode per step.
+//!
+//! Skips (with a SKIP line) when `javac` or the jars are missing, except under `CI`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, SystemTime};
+
+use common::{check_no_interleaving, foreign_finished, javac, servers, session};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use zkit::atomic::{AtomicOptions, DistributedAtomicLong, PromotedToLock};
+use zkit::discovery::{ServiceDiscovery, ServiceInstance};
+use zkit::distributed_queue::{DelayQueue, IdQueue, PriorityQueue};
+use zkit::lock::SemaphoreMutex;
+use zkit::RetryPolicy;
+use zkit_testkit::{curator_classpath, unique_path, zkit_bin};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+const JAVA: &str = r#"
+import java.io.*;
+import java.nio.file.*;
+import java.util.*;
+import java.util.concurrent.*;
+import org.apache.curator.framework.*;
+import org.apache.curator.framework.recipes.atomic.*;
+import org.apache.curator.framework.recipes.locks.*;
+import org.apache.curator.framework.recipes.queue.*;
+import org.apache.curator.framework.state.ConnectionState;
+import org.apache.curator.retry.*;
+import org.apache.curator.x.discovery.*;
+
+public class CuratorRecipes {
+    static final QueueSerializer<String> TEXT = new QueueSerializer<String>() {
+        public byte[] serialize(String s) { return s.getBytes(); }
+        public String deserialize(byte[] b) { return new String(b); }
+    };
+
+    public static void main(String[] args) throws Exception {
+        CuratorFramework client = CuratorFrameworkFactory.newClient(args[0], 10000, 5000,
+            new ExponentialBackoffRetry(100, 5));
+        client.start();
+        client.blockUntilConnected(30, TimeUnit.SECONDS);
+        try {
+            run(client, args[1], Arrays.copyOfRange(args, 2, args.length));
+        } finally {
+            client.close();
+        }
+    }
+
+    static void run(CuratorFramework client, String mode, String[] a) throws Exception {
+        switch (mode) {
+        case "discovery-register": {
+            Map<String, Object> payload = new LinkedHashMap<>();
+            payload.put("zone", "java");
+            ServiceInstance<Map> me = ServiceInstance.<Map>builder().name(a[1]).id(a[2])
+                .address("10.9.9.9").port(Integer.parseInt(a[3])).payload(payload).build();
+            ServiceDiscovery<Map> d = ServiceDiscoveryBuilder.builder(Map.class).client(client)
+                .basePath(a[0]).thisInstance(me).build();
+            d.start();
+            System.out.println("registered");
+            System.out.flush();
+            new BufferedReader(new InputStreamReader(System.in)).readLine();
+            d.close();
+            break;
+        }
+        case "discovery-list": {
+            ServiceDiscovery<Map> d = ServiceDiscoveryBuilder.builder(Map.class).client(client)
+                .basePath(a[0]).build();
+            d.start();
+            for (ServiceInstance<Map> i : d.queryForInstances(a[1])) {
+                System.out.println(i.getId() + " " + i.getAddress() + " " + i.getPort() + " "
+                    + i.getPayload() + " " + i.getServiceType());
+            }
+            ServiceCache<Map> cache = d.serviceCacheBuilder().name(a[1]).build();
+            cache.start();
+            System.out.println("cache " + cache.getInstances().size());
+            cache.close();
+            d.close();
+            break;
+        }
+        case "semaphore-mutex": {
+            InterProcessSemaphoreMutex mutex = new InterProcessSemaphoreMutex(client, a[0]);
+            for (int i = 0; i < Integer.parseInt(a[2]); i++) {
+                if (!mutex.acquire(60, TimeUnit.SECONDS)) throw new IllegalStateException("timeout");
+                try {
+                    append(a[1], "enter java\n");
+                    Thread.sleep(1);
+                    append(a[1], "exit java\n");
+                } finally {
+                    mutex.release();
+                }
+            }
+            break;
+        }
+        case "queues-put": {
+            // One JVM for the three producers: a[0] priority, a[1] id, a[2] delay queue.
+            DistributedPriorityQueue<String> p = QueueBuilder.builder(client, null, TEXT, a[0])
+                .putInBackground(false).buildPriorityQueue(0);
+            p.start();
+            p.put("c", 30); p.put("a", -5); p.put("d", 100); p.put("b", 7);
+            p.close();
+            DistributedIdQueue<String> q = QueueBuilder.builder(client, null, TEXT, a[1])
+                .putInBackground(false).buildIdQueue();
+            q.start();
+            q.put("one", "j1"); q.put("two", "j2"); q.put("three", "j1"); q.put("four", "j4");
+            q.close();
+            DistributedDelayQueue<String> d = QueueBuilder.builder(client, null, TEXT, a[2])
+                .putInBackground(false).buildDelayQueue();
+            d.start();
+            long now = System.currentTimeMillis();
+            d.put("late", now + 1500);
+            d.put("soon", now + 700);
+            d.close();
+            break;
+        }
+        case "priority-take": {
+            int n = Integer.parseInt(a[1]);
+            CountDownLatch done = new CountDownLatch(n);
+            QueueConsumer<String> consumer = new QueueConsumer<String>() {
+                public void consumeMessage(String m) { System.out.println(m); done.countDown(); }
+                public void stateChanged(CuratorFramework c, ConnectionState s) {}
+            };
+            DistributedPriorityQueue<String> q = QueueBuilder.builder(client, consumer, TEXT, a[0])
+                .buildPriorityQueue(0);
+            q.start();
+            if (!done.await(60, TimeUnit.SECONDS)) throw new IllegalStateException("not all taken");
+            q.close();
+            break;
+        }
+        case "atomic-add": {
+            DistributedAtomicLong n = new DistributedAtomicLong(client, a[0], new RetryNTimes(0, 0),
+                PromotedToLock.builder().lockPath(a[1]).retryPolicy(new RetryNTimes(100, 5)).build());
+            int ok = 0;
+            for (int i = 0; i < Integer.parseInt(a[2]); i++) {
+                if (n.increment().succeeded()) ok++;
+            }
+            System.out.println(ok);
+            break;
+        }
+        default:
+            throw new IllegalArgumentException(mode);
+        }
+    }
+
+    static void append(String file, String line) throws Exception {
+        Files.write(Paths.get(file), line.getBytes(),
+            StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+    }
+}
+"#;
+
+fn skip_or_fail(why: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("curator recipes interop cannot run under CI: {why}");
+    }
+    eprintln!("SKIP curator: {why}");
+}
+
+/// Curator, curator-x-discovery and Jackson, as a classpath.
+fn classpath() -> Option<String> {
+    let base = curator_classpath()?;
+    let mut parts = vec![base];
+    for jar in [
+        "curator-x-discovery.jar",
+        "jackson-databind.jar",
+        "jackson-core.jar",
+        "jackson-annotations.jar",
+    ] {
+        let path = Path::new("/usr/share/java").join(jar);
+        if !path.is_file() {
+            return None;
+        }
+        parts.push(path.display().to_string());
+    }
+    Some(parts.join(":"))
+}
+
+/// Compiles the Java side; `None` (after a SKIP line) when it cannot run here.
+fn compiled() -> Option<(tempfile::TempDir, String)> {
+    let Some(classpath) = classpath() else {
+        skip_or_fail("Curator/curator-x-discovery/Jackson jars not found in /usr/share/java");
+        return None;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    if !javac(dir.path(), "CuratorRecipes", JAVA, &classpath) {
+        skip_or_fail("javac failed or is missing");
+        return None;
+    }
+    let full = format!("{}:{classpath}", dir.path().display());
+    Some((dir, full))
+}
+
+fn java(classpath: &str, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("java");
+    cmd.arg("-cp")
+        .arg(classpath)
+        .arg("CuratorRecipes")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs the Java side to completion (bounded) and returns its stdout lines.
+async fn java_lines(classpath: &str, args: &[&str]) -> Vec<String> {
+    let out = tokio::time::timeout(Duration::from_secs(120), java(classpath, args).output())
+        .await
+        .expect("java finishes")
+        .expect("java output");
+    assert!(
+        out.status.success(),
+        "java {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_instances_are_seen_both_ways() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let base = unique_path("services-interop");
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let discovery = ServiceDiscovery::<serde_json::Value>::new(&s, &base).unwrap();
+
+        // Curator registers; zkit queries and caches it, payload and all.
+        let mut registrar = java(
+            &cp,
+            &[
+                &target.addr,
+                "discovery-register",
+                &base,
+                "api",
+                "java-1",
+                "9001",
+            ],
+        )
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("start java");
+        let mut stdin = registrar.stdin.take().expect("stdin");
+        let mut lines = BufReader::new(registrar.stdout.take().expect("stdout")).lines();
+        let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("java registers in time")
+            .expect("read")
+            .expect("a line");
+        assert_eq!(first, "registered", "{name}");
+        let found = discovery.query_for_instances("api").await.unwrap();
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        let java_instance = &found[0];
+        assert_eq!(java_instance.id, "java-1");
+        assert_eq!(java_instance.address.as_deref(), Some("10.9.9.9"));
+        assert_eq!(java_instance.port, Some(9001));
+        assert_eq!(
+            java_instance.payload,
+            Some(serde_json::json!({"zone": "java"}))
+        );
+        assert_eq!(
+            java_instance.payload_class.as_deref(),
+            Some("java.util.LinkedHashMap"),
+            "{name}: Jackson's type information"
+        );
+        let cache = discovery.cache("api").unwrap();
+        cache
+            .wait_for(LIMIT, |s| s.initialized && s.instances.len() == 1)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: cache: {e}"));
+
+        // zkit registers next to it; Curator lists both (and its cache sees both).
+        let me = ServiceInstance::new("api")
+            .with_id("zkit-1")
+            .with_address("10.0.0.5")
+            .with_port(9002)
+            .with_payload(serde_json::json!({"zone": "zkit"}));
+        discovery.register(&me).await.unwrap();
+        let listed = java_lines(&cp, &[&target.addr, "discovery-list", &base, "api"]).await;
+        assert!(
+            listed.contains(&"zkit-1 10.0.0.5 9002 {zone=zkit} DYNAMIC".to_string()),
+            "{name}: Curator does not list zkit's instance: {listed:?}"
+        );
+        assert!(listed.contains(&"java-1 10.9.9.9 9001 {zone=java} DYNAMIC".to_string()));
+        assert_eq!(listed.last().map(String::as_str), Some("cache 2"), "{name}");
+
+        // Curator unregisters on close; zkit's cache sees it go.
+        stdin.write_all(b"close\n").await.expect("tell java");
+        foreign_finished(registrar, "java registrar", name).await;
+        cache
+            .wait_for(LIMIT, |s| s.instances.iter().all(|i| i.id != "java-1"))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: cache kept the unregistered instance: {e}"));
+        discovery.close().await;
+        eprintln!("{name}: curator discovery interop ok");
+    }
+}
+
+/// The command line against Curator: Curator lists an instance that `zkit service register`
+/// keeps registered while its CMD runs, and `zkit service list` lists one Curator registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkit_service_cli_and_curator_see_each_other() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let base = unique_path("services-cli-interop");
+
+        // `zkit service register`; CMD runs until its stdin (zkit's) is closed.
+        let mut registrar = tokio::process::Command::new(zkit_bin())
+            .args([
+                "service",
+                "register",
+                "--server",
+                &target.addr,
+                "--base",
+                &base,
+            ])
+            .args([
+                "api",
+                "--id",
+                "cli-1",
+                "--address",
+                "10.0.0.7",
+                "--port",
+                "9003",
+            ])
+            .args([
+                "--payload",
+                r#"{"zone":"cli"}"#,
+                "--",
+                "sh",
+                "-c",
+                "read line",
+            ])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn zkit service register");
+        let mut cli_stdin = registrar.stdin.take().expect("stdin");
+        let mut cli_err = BufReader::new(registrar.stderr.take().expect("stderr")).lines();
+        let registered = tokio::time::timeout(LIMIT, cli_err.next_line())
+            .await
+            .expect("zkit registers in time")
+            .expect("read")
+            .expect("a line");
+        assert_eq!(
+            registered,
+            format!("zkit service: registered {base}/api/cli-1"),
+            "{name}"
+        );
+        let listed = java_lines(&cp, &[&target.addr, "discovery-list", &base, "api"]).await;
+        assert_eq!(
+            listed,
+            vec![
+                "cli-1 10.0.0.7 9003 {zone=cli} DYNAMIC".to_string(),
+                "cache 1".to_string()
+            ],
+            "{name}: Curator's view of zkit service register"
+        );
+
+        // Curator registers; `zkit service list` shows both.
+        let mut java_registrar = java(
+            &cp,
+            &[
+                &target.addr,
+                "discovery-register",
+                &base,
+                "api",
+                "java-2",
+                "9001",
+            ],
+        )
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("start java");
+        let mut java_stdin = java_registrar.stdin.take().expect("stdin");
+        let mut java_out = BufReader::new(java_registrar.stdout.take().expect("stdout")).lines();
+        let first = tokio::time::timeout(Duration::from_secs(60), java_out.next_line())
+            .await
+            .expect("java registers in time")
+            .expect("read")
+            .expect("a line");
+        assert_eq!(first, "registered", "{name}");
+        let out = tokio::process::Command::new(zkit_bin())
+            .args([
+                "service",
+                "list",
+                "--server",
+                &target.addr,
+                "--base",
+                &base,
+                "api",
+            ])
+            .output()
+            .await
+            .expect("run zkit service list");
+        assert!(out.status.success(), "{name}: zkit service list failed");
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        assert_eq!(
+            lines,
+            vec![
+                r#"cli-1 10.0.0.7:9003 {"zone":"cli"}"#.to_string(),
+                r#"java-2 10.9.9.9:9001 {"zone":"java"}"#.to_string(),
+            ],
+            "{name}: zkit service list"
+        );
+
+        java_stdin.write_all(b"close\n").await.expect("tell java");
+        foreign_finished(java_registrar, "java registrar", name).await;
+        cli_stdin.write_all(b"done\n").await.expect("tell CMD");
+        let status = tokio::time::timeout(LIMIT, registrar.wait())
+            .await
+            .expect("zkit service register exits")
+            .expect("wait");
+        assert_eq!(status.code(), Some(0), "{name}");
+        // Both unregistered on their way out (no JVM for this check: JVMs are the slow part).
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let discovery = ServiceDiscovery::<serde_json::Value>::new(&s, &base).unwrap();
+        let left = discovery.query_for_instances("api").await.unwrap();
+        assert!(left.is_empty(), "{name}: still registered: {left:?}");
+        eprintln!("{name}: zkit service / curator interop ok");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_mutexes_exclude_each_other() {
+    const ROUNDS: usize = 40;
+    let Some((dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let path = unique_path("semaphore-mutex-interop");
+        let marks = dir.path().join(format!("marks-{}.txt", target.name));
+        let marks_arg = marks.display().to_string();
+        let child = java(
+            &cp,
+            &[
+                &target.addr,
+                "semaphore-mutex",
+                &path,
+                &marks_arg,
+                &ROUNDS.to_string(),
+            ],
+        )
+        .spawn()
+        .expect("start java");
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let mutex = SemaphoreMutex::new(&s, &path);
+        for _ in 0..ROUNDS {
+            let lease = mutex.lock().await.expect("lock");
+            append(&marks, "enter rust\n");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            append(&marks, "exit rust\n");
+            lease.release().await.expect("release");
+        }
+        foreign_finished(child, "java", target.name).await;
+        let text = std::fs::read_to_string(&marks).expect("marks");
+        assert_eq!(
+            check_no_interleaving(&text, "java"),
+            (ROUNDS, ROUNDS),
+            "{}",
+            target.name
+        );
+        eprintln!("{}: curator semaphore mutex interop ok", target.name);
+    }
+}
+
+fn append(file: &Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .expect("open marks");
+    f.write_all(line.as_bytes()).expect("append");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_id_and_delay_queues_are_shared() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+
+        // Curator puts: priorities c=30 a=-5 d=100 b=7; ids one=j1 two=j2 three=j1 four=j4;
+        // delays late=+1500 ms soon=+700 ms.
+        let path = unique_path("priority-interop");
+        let id_path = unique_path("id-interop");
+        let delay_path = unique_path("delay-interop");
+        let before = SystemTime::now();
+        java_lines(
+            &cp,
+            &[&target.addr, "queues-put", &path, &id_path, &delay_path],
+        )
+        .await;
+        // Curator's delay queue: zkit takes nothing before its time, earliest first.
+        let delays = DelayQueue::new(&s, &delay_path).unwrap();
+        let soon = delays.take_for(LIMIT).await.unwrap().expect("an item");
+        let soon_at = SystemTime::now();
+        let late = delays.take_for(LIMIT).await.unwrap().expect("an item");
+        let late_at = SystemTime::now();
+        assert_eq!(
+            (soon.items[0].as_slice(), late.items[0].as_slice()),
+            (&b"soon"[..], &b"late"[..])
+        );
+        // The due times are Java's clock + delay after `before`: neither came early.
+        assert!(
+            soon_at.duration_since(before).unwrap() >= Duration::from_millis(700),
+            "{name}"
+        );
+        assert!(
+            late_at.duration_since(before).unwrap() >= Duration::from_millis(1500),
+            "{name}"
+        );
+        // zkit takes the priority queue's items lowest first.
+        let queue = PriorityQueue::new(&s, &path).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let message = queue.take_for(LIMIT).await.unwrap().expect("an item");
+            got.push(String::from_utf8(message.items.concat()).unwrap());
+        }
+        assert_eq!(got, vec!["a", "b", "c", "d"], "{name}");
+        // zkit puts; Curator's consumer takes them in priority order.
+        for (item, priority) in [("z", 9), ("x", -1), ("y", 3)] {
+            queue.put(item.as_bytes(), priority).await.unwrap();
+        }
+        let taken = java_lines(&cp, &[&target.addr, "priority-take", &path, "3"]).await;
+        assert_eq!(taken, vec!["x", "y", "z"], "{name}");
+
+        // Curator's id queue: zkit removes by id and takes the rest in FIFO order.
+        let ids = IdQueue::new(&s, &id_path).unwrap();
+        assert!(ids.contains("j2").await.unwrap());
+        assert_eq!(ids.remove("j1").await.unwrap(), 2, "{name}");
+        let first = ids.take_for(LIMIT).await.unwrap().expect("an item");
+        let second = ids.take_for(LIMIT).await.unwrap().expect("an item");
+        assert_eq!(
+            (first.items[0].as_slice(), second.items[0].as_slice()),
+            (&b"two"[..], &b"four"[..])
+        );
+        assert!(ids.poll().await.unwrap().is_none());
+
+        eprintln!("{name}: curator queues interop ok");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn atomic_longs_promoted_to_the_same_lock_lose_no_increment() {
+    const EACH: usize = 25;
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let path = unique_path("atomic-interop");
+        let lock = format!("{path}-lock");
+        let java_side = java(
+            &cp,
+            &[&target.addr, "atomic-add", &path, &lock, &EACH.to_string()],
+        )
+        .spawn()
+        .expect("start java");
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let counter = DistributedAtomicLong::new(
+            &s,
+            &path,
+            AtomicOptions {
+                retry: RetryPolicy::Never,
+                promoted: Some(PromotedToLock {
+                    retry: RetryPolicy::NTimes {
+                        n: 100,
+                        sleep: Duration::from_millis(5),
+                    },
+                    ..PromotedToLock::new(&lock)
+                }),
+            },
+        )
+        .unwrap();
+        let mut ours = 0;
+        for _ in 0..EACH {
+            if counter.increment().await.unwrap().succeeded {
+                ours += 1;
+            }
+        }
+        let out = tokio::time::timeout(Duration::from_secs(120), java_side.wait_with_output())
+            .await
+            .expect("java finishes")
+            .expect("java output");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            target.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let theirs: i64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("count");
+        let total = counter.get().await.unwrap();
+        assert_eq!(
+            total,
+            ours + theirs,
+            "{}: increments lost or doubled",
+            target.name
+        );
+        assert!(total > 0, "{}", target.name);
+        eprintln!(
+            "{}: curator atomic interop ok ({ours} + {theirs})",
+            target.name
+        );
+    }
+}
