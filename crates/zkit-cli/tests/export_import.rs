@@ -86,7 +86,7 @@ async fn build(client: &Client, root: &str) {
     let container = CreateMode::Container.with_acls(zkit_client::Acls::anyone_all());
     client.create(&p("/c"), b"", &container).await.unwrap();
     client.create(&p("/c/x"), b"", &open).await.unwrap();
-    let ttl = open.clone().with_ttl(Duration::from_secs(600));
+    let ttl = open.with_ttl(Duration::from_secs(600));
     client.create(&p("/t"), b"ttl", &ttl).await.unwrap();
     let eph = CreateMode::Ephemeral.with_acls(zkit_client::Acls::anyone_all());
     client.create(&p("/eph"), b"e", &eph).await.unwrap();

@@ -138,7 +138,6 @@ impl MetadataStore {
         let seq = self
             .retrying(|client| {
                 let prefix = prefix.clone();
-                let options = options.clone();
                 async move {
                     let (_, seq) = Self::create_full(&client, &prefix, &[], &options).await?;
                     // The node only carried the number.
