@@ -589,6 +589,8 @@ pub struct LockGuard {
     revoke: CancellationToken,
     stop_monitor: CancellationToken,
     released: bool,
+    /// The node is ephemeral: it lives and dies with the session it was created on.
+    session_bound: bool,
     on_release: Option<Box<dyn FnOnce() + Send + Sync>>,
     release_slot: Option<ReleaseSlot>,
 }
@@ -637,6 +639,7 @@ impl LockGuard {
             revoke,
             stop_monitor,
             released: false,
+            session_bound: ephemeral,
             on_release: None,
             release_slot: None,
         }
@@ -694,7 +697,19 @@ impl LockGuard {
         if let Some(hook) = self.on_release.take() {
             hook();
         }
-        let result = delete_node(&self.session, &self.path, &self.cleanup).await;
+        let delete = delete_node(&self.session, &self.path, &self.cleanup);
+        let result = if self.session_bound {
+            // Once the node's session is lost (or replaced, or closed), the server deletes the
+            // node with it. A delete sent on that session would wait for a reconnect that may
+            // never come (the client keeps requests made while disconnected and sends them
+            // after reconnecting, as Apache's ClientCnxn does), so it is not waited for.
+            tokio::select! {
+                result = delete => result,
+                () = session_ended(&self.session, self.generation) => Ok(()),
+            }
+        } else {
+            delete.await
+        };
         if result.is_err() {
             self.spawn_cleanup();
         }
@@ -834,6 +849,22 @@ async fn delete_node(session: &Session, path: &str, cleanup: &Cleanup) -> Result
                 }
             })
             .await
+        }
+    }
+}
+
+/// Resolves once the session of `generation` is gone: lost, replaced by a new one, or closed.
+async fn session_ended(session: &Session, generation: u64) {
+    let mut state = session.watch_state();
+    loop {
+        let event = *state.borrow_and_update();
+        if event.generation != generation
+            || matches!(event.state, SessionState::Lost | SessionState::Closed)
+        {
+            return;
+        }
+        if state.changed().await.is_err() {
+            return;
         }
     }
 }
