@@ -92,8 +92,6 @@ enum BenchCommand {
     Txn(cmd::bench_txn::BenchTxnArgs),
     /// Load-test a ZooKeeper-compatible server: ops/s and latency percentiles.
     Server(cmd::bench_server::BenchServerArgs),
-    /// zkit serve vs Apache ZooKeeper, side by side; writes docs/PERFORMANCE.md.
-    Compare(cmd::bench_server::BenchCompareArgs),
 }
 
 /// A command's own exit code (0–255) as the process's.
@@ -147,9 +145,6 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Server(args)) => {
             cmd::bench_server::run(args).await.map(exit_code)
-        }
-        Command::Bench(BenchCommand::Compare(args)) => {
-            cmd::bench_server::run_compare(args).await.map(exit_code)
         }
         Command::Bench(BenchCommand::Proc(args)) => cmd::bench_proc::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncBufReadExt;
-use zookeeper_client::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo};
+use zkit_client::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo};
 
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -76,7 +76,7 @@ async fn connect(addr: &str, timeout: Duration) -> Client {
 }
 
 /// Every node under `/` with its data, Stat and ACL, sorted by path.
-async fn tree(client: &Client) -> Vec<(String, Vec<u8>, zookeeper_client::Stat, Vec<String>)> {
+async fn tree(client: &Client) -> Vec<(String, Vec<u8>, zkit_client::Stat, Vec<String>)> {
     let mut out = Vec::new();
     let mut stack = vec!["/".to_owned()];
     while let Some(path) = stack.pop() {
@@ -171,7 +171,7 @@ async fn apache_data_dir_is_served_by_zkit() {
     let b = connect(&apache.addr, Duration::from_secs(30)).await;
     write_tree(&a, &b).await;
     // b closes its session: a closeSession txn, which deletes /imp/eph-b.
-    zookeeper_client_close(b).await;
+    zk_close(b).await;
     let data = apache.dir.join("data");
     // Make sure txns follow the newest snapshot (snapshots roll every 5-10 txns here).
     let config = zkit_core::Config {
@@ -263,7 +263,7 @@ async fn apache_data_dir_is_served_by_zkit() {
     stop(&mut server).await;
 }
 
-async fn zookeeper_client_close(client: Client) {
+async fn zk_close(client: Client) {
     let mut state = client.state_watcher();
     drop(client);
     let _ = tokio::time::timeout(Duration::from_secs(5), async {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use zookeeper_client::{Acls, Client, CreateMode, MultiWriteResult};
+use zkit_client::{Acls, Client, CreateMode, MultiWriteResult};
 
 const ROUNDS: usize = 5;
 const CLIENTS: usize = 6;
@@ -83,7 +83,7 @@ fn key(client: usize, k: usize) -> String {
 async fn read(zk: &Client, path: &str) -> Value {
     match zk.get_data(path).await {
         Ok((data, stat)) => Some((data, stat.version)),
-        Err(zookeeper_client::Error::NoNode) => None,
+        Err(zkit_client::Error::NoNode) => None,
         Err(e) => panic!("reading {path}: {e}"),
     }
 }

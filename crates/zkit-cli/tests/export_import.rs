@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use zkit_client::{Acl, AuthId, Client, CreateMode, Permission};
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acl, AuthId, Client, CreateMode, Permission};
 
 async fn zkit(args: &[&str]) -> (i32, String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_zkit"))
@@ -51,7 +51,7 @@ async fn connect(addr: &str) -> Client {
 /// The tree under `root`: text, binary and empty data, a digest ACL, a read-only node with a
 /// child, sequential children (one deleted), a container, a TTL node and an ephemeral.
 async fn build(client: &Client, root: &str) {
-    let open = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let open = CreateMode::Persistent.with_acls(zkit_client::Acls::anyone_all());
     let p = |s: &str| format!("{root}{s}");
     client.create(root, b"hello", &open).await.unwrap();
     client
@@ -66,7 +66,7 @@ async fn build(client: &Client, root: &str) {
         ),
         Acl::new(Permission::READ, AuthId::anyone()),
     ];
-    let secret_mode = CreateMode::Persistent.with_acls(zookeeper_client::Acls::new(&secret));
+    let secret_mode = CreateMode::Persistent.with_acls(zkit_client::Acls::new(&secret));
     client
         .create(&p("/secret"), b"s3cr3t", &secret_mode)
         .await
@@ -76,19 +76,19 @@ async fn build(client: &Client, root: &str) {
     let read_only = [Acl::new(Permission::READ, AuthId::anyone())];
     client.set_acl(&p("/ro"), &read_only, None).await.unwrap();
     client.create(&p("/q"), b"", &open).await.unwrap();
-    let seq = CreateMode::PersistentSequential.with_acls(zookeeper_client::Acls::anyone_all());
+    let seq = CreateMode::PersistentSequential.with_acls(zkit_client::Acls::anyone_all());
     let mut names = Vec::new();
     for _ in 0..3 {
         let (_, n) = client.create(&p("/q/item-"), b"i", &seq).await.unwrap();
         names.push(format!("{}{n}", p("/q/item-")));
     }
     client.delete(&names[0], None).await.unwrap();
-    let container = CreateMode::Container.with_acls(zookeeper_client::Acls::anyone_all());
+    let container = CreateMode::Container.with_acls(zkit_client::Acls::anyone_all());
     client.create(&p("/c"), b"", &container).await.unwrap();
     client.create(&p("/c/x"), b"", &open).await.unwrap();
-    let ttl = open.clone().with_ttl(Duration::from_secs(600));
+    let ttl = open.with_ttl(Duration::from_secs(600));
     client.create(&p("/t"), b"ttl", &ttl).await.unwrap();
-    let eph = CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+    let eph = CreateMode::Ephemeral.with_acls(zkit_client::Acls::anyone_all());
     client.create(&p("/eph"), b"e", &eph).await.unwrap();
 }
 
@@ -202,7 +202,7 @@ async fn round_trip_zkit_ensemble_zkit() {
     ])
     .await;
     // A sequential node created on the copy gets a number the source never handed out.
-    let seq = CreateMode::PersistentSequential.with_acls(zookeeper_client::Acls::anyone_all());
+    let seq = CreateMode::PersistentSequential.with_acls(zkit_client::Acls::anyone_all());
     let (_, n) = on_ensemble
         .create(&format!("{root}/q/item-"), b"", &seq)
         .await

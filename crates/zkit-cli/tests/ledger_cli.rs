@@ -94,8 +94,8 @@ async fn targets(dir: &Path) -> Vec<Zk> {
             .create(
                 &chroot,
                 &[],
-                &zkit::zookeeper_client::CreateMode::Persistent
-                    .with_acls(zkit::zookeeper_client::Acls::anyone_all()),
+                &zkit::zkit_client::CreateMode::Persistent
+                    .with_acls(zkit::zkit_client::Acls::anyone_all()),
             )
             .await
             .unwrap();

@@ -1,5 +1,5 @@
-//! Pipelined throughput of zkit-client next to the zookeeper-client it replaces (the workspace's
-//! vendored 0.11.2), in one run against one zkit server: each round issues K creates without
+//! Pipelined throughput of zkit-client next to the third-party `zookeeper-client` 0.11 from
+//! crates.io (the client zkit ran on before), in one run against one zkit server: each round issues K creates without
 //! waiting, then K getData, and awaits them; rounds alternate between the two clients and the
 //! median of each is reported.
 //!
@@ -44,7 +44,11 @@ async fn zkit_round(client: &zkit_client::Client, root: &str, ops: usize) -> (f6
     (create_rate, ops as f64 / started.elapsed().as_secs_f64())
 }
 
-async fn vendored_round(client: &zookeeper_client::Client, root: &str, ops: usize) -> (f64, f64) {
+async fn third_party_round(
+    client: &zookeeper_client::Client,
+    root: &str,
+    ops: usize,
+) -> (f64, f64) {
     let options =
         zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     let paths: Vec<String> = (0..ops).map(|i| format!("{root}/n{i}")).collect();
@@ -105,10 +109,10 @@ fn main() {
             // Alternate which goes first.
             let (a, b) = if round % 2 == 0 {
                 let a = zkit_round(&ours, &format!("{root}/a"), ops).await;
-                let b = vendored_round(&theirs, &format!("{root}/b"), ops).await;
+                let b = third_party_round(&theirs, &format!("{root}/b"), ops).await;
                 (a, b)
             } else {
-                let b = vendored_round(&theirs, &format!("{root}/b"), ops).await;
+                let b = third_party_round(&theirs, &format!("{root}/b"), ops).await;
                 let a = zkit_round(&ours, &format!("{root}/a"), ops).await;
                 (a, b)
             };

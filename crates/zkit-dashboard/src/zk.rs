@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit::{Session, SessionOptions};
 
 /// A ZooKeeper connection as the dashboard uses it.

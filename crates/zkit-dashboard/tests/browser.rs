@@ -21,7 +21,7 @@ use std::time::Duration;
 use common::{chromium, chromium_flags, eventually, save_screenshot, session, sid};
 use fantoccini::{Client, ClientBuilder, Locator};
 use zkit::lock::Mutex;
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 
 const WAIT: Duration = Duration::from_secs(15);
 

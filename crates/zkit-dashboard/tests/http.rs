@@ -453,8 +453,8 @@ async fn the_event_stream_pushes_a_new_node_without_a_request() {
         .create(
             &name,
             b"",
-            &zkit::zookeeper_client::CreateMode::Persistent
-                .with_acls(zkit::zookeeper_client::Acls::anyone_all()),
+            &zkit::zkit_client::CreateMode::Persistent
+                .with_acls(zkit::zkit_client::Acls::anyone_all()),
         )
         .await
         .expect("create");
@@ -601,8 +601,8 @@ async fn the_collector_shows_transactions_in_flight_then_in_doubt() {
             .create(
                 &layout.vote(&txid, "P1"),
                 b"no: disk full",
-                &zkit::zookeeper_client::CreateMode::Persistent
-                    .with_acls(zkit::zookeeper_client::Acls::anyone_all()),
+                &zkit::zkit_client::CreateMode::Persistent
+                    .with_acls(zkit::zkit_client::Acls::anyone_all()),
             )
             .await
             .expect("vote");
@@ -637,8 +637,8 @@ async fn a_scan_cut_at_its_budget_says_so() {
     let server = zkit_server().await;
     let zk = server.addr().to_string();
     let s = session(&zk).await;
-    let open = zkit::zookeeper_client::CreateMode::Persistent
-        .with_acls(zkit::zookeeper_client::Acls::anyone_all());
+    let open =
+        zkit::zkit_client::CreateMode::Persistent.with_acls(zkit::zkit_client::Acls::anyone_all());
     for i in 0..12 {
         s.client()
             .create(&format!("/n{i:02}"), b"", &open)

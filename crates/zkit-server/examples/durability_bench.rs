@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zkit_client::{Acls, Client, CreateMode};
 use zkit_core::tree::open_acl;
 use zkit_core::{Config, Core};
 use zkit_proto::{ConnectRequest, CreateRequest, Request};
@@ -32,7 +33,6 @@ use zkit_server::storage::durable::{DurableOptions, WalStorage};
 use zkit_server::storage::wal::{FsyncMode, WalOptions};
 use zkit_server::storage::Storage;
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acls, Client, CreateMode};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -230,7 +230,7 @@ async fn throughput(
         for j in 0..in_flight {
             let path = format!("/t{i}-{j}");
             match zk.create(&path, b"", &persistent).await {
-                Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+                Ok(_) | Err(zkit_client::Error::NodeExists) => {}
                 Err(err) => return Err(err.into()),
             }
             // Clones share the session: `in_flight` writers pipeline on one connection.

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 
 use common::{client, four_letter, WAIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zkit_client::{Acls, CreateMode};
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acls, CreateMode};
 
 async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();

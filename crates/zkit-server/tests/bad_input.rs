@@ -1,6 +1,6 @@
 //! Bad input: garbage, oversized and negative lengths, truncated frames, requests before the
 //! handshake, unknown op codes and malformed bodies — each from its own connection, beside a
-//! healthy `zookeeper-client` session that must keep working (with its watch) throughout, and
+//! healthy client session that must keep working (with its watch) throughout, and
 //! with no panic anywhere in the server.
 
 mod common;
@@ -11,9 +11,9 @@ use std::sync::Once;
 use bytes::BufMut;
 use common::{client, Raw, WAIT};
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use zkit_client::{Acls, AddWatchMode, CreateMode, EventType};
 use zkit_proto::{PathWatchRequest, Record, Request, RequestHeader};
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acls, AddWatchMode, CreateMode, EventType};
 
 static PANICKED: AtomicBool = AtomicBool::new(false);
 
@@ -31,8 +31,8 @@ fn watch_for_panics() {
 
 /// The healthy client still reads, writes and gets its watch events.
 async fn assert_healthy(
-    zk: &zookeeper_client::Client,
-    watch: &mut zookeeper_client::PersistentWatcher,
+    zk: &zkit_client::Client,
+    watch: &mut zkit_client::PersistentWatcher,
     round: u32,
 ) {
     let value = format!("round-{round}");

@@ -1,15 +1,28 @@
-//! A real client (the `zookeeper-client` crate) against the embedded server: CRUD, one-shot
-//! and persistent watches, ephemerals, sequential nodes; and the wire-level ordering rule that
-//! a watch event leaves before the reply of the write that fired it.
+//! A third-party client (the crates.io `zookeeper-client` crate, an implementation independent
+//! of zkit's jute codec) against the embedded server: CRUD, one-shot and persistent watches,
+//! ephemerals, sequential nodes; and the wire-level ordering rule that a watch event leaves
+//! before the reply of the write that fired it. An interop test, as `compat_clients.rs` is:
+//! zkit's own client shares the server's codec, so it could not catch a codec bug on both
+//! sides.
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{client, Raw, WAIT};
+use common::{Raw, WAIT};
 use zkit_proto::{PathWatchRequest, Record, Request, SetDataRequest, WatcherEvent};
 use zkit_server::{Server, ServerConfig};
 use zookeeper_client::{Acls, AddWatchMode, CreateMode, Error as ZkError, EventType};
+
+/// A zookeeper-client session against `addr`.
+async fn client(addr: SocketAddr) -> zookeeper_client::Client {
+    zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(&addr.to_string())
+        .await
+        .expect("zookeeper-client session")
+}
 
 #[tokio::test]
 async fn crud_and_watches_with_zookeeper_client() {

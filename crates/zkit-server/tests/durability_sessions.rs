@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use zkit_client::{Acls, Client, CreateMode, EventType};
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acls, Client, CreateMode, EventType};
 
 fn config(dir: &std::path::Path) -> ServerConfig {
     ServerConfig {

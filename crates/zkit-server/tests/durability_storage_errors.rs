@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use zkit_client::{Acls, Client, CreateMode};
 use zkit_server::storage::failpoint;
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acls, Client, CreateMode};
 
 fn config(dir: &std::path::Path) -> ServerConfig {
     ServerConfig {

@@ -6,8 +6,8 @@ mod common;
 use std::collections::HashMap;
 
 use common::{client, four_letter};
+use zkit_client::{Acls, CreateMode};
 use zkit_server::{FourLetterWhitelist, Server, ServerConfig};
-use zookeeper_client::{Acls, CreateMode};
 
 /// `key: value` lines (srvr/stat) or `key<TAB>value` lines (mntr).
 fn parse(text: &str, sep: &str) -> HashMap<String, String> {
@@ -61,7 +61,7 @@ async fn answers_match_zookeeper_formats() {
     let latency: Vec<&str> = after["Latency min/avg/max"].split('/').collect();
     assert_eq!(latency.len(), 3);
     assert!(after["Received"].parse::<u64>().unwrap() > 0);
-    // The zookeeper-client session and this four-letter connection.
+    // The client session and this four-letter connection.
     assert!(after["Connections"].parse::<u64>().unwrap() >= 2);
 
     let stat = four_letter(addr, "stat").await;

@@ -20,8 +20,8 @@ use std::time::Duration;
 use common::{four_letter, WAIT};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zkit_client::{Acls, Client, CreateMode, OneshotWatcher};
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acls, Client, CreateMode, OneshotWatcher};
 
 /// `mntr` keys every ZooKeeper monitoring integration reads; both servers must print them.
 const MONITORING_KEYS: [&str; 15] = [
@@ -80,7 +80,7 @@ async fn session(addr: &str) -> Client {
         .with_session_timeout(Duration::from_secs(10))
         .connect(addr)
         .await
-        .expect("zookeeper-client session")
+        .expect("zkit-client session")
 }
 
 /// Two sessions; `base` (data "base") with p1 ("hello" then "hello2"), e1 (A's ephemeral) and

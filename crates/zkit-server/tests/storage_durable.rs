@@ -1,12 +1,12 @@
 //! `WalStorage`: txns persisted through the `Storage` trait come back after a restart, both at
 //! the trait level and through a real server and client.
 
+use zkit_client::{Acls, Client, CreateMode};
 use zkit_core::{Txn, TxnOp};
 use zkit_server::storage::durable::WalStorage;
 use zkit_server::storage::wal::{FsyncMode, WalOptions};
 use zkit_server::storage::Storage;
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acls, Client, CreateMode};
 
 fn txn(zxid: i64, op: TxnOp) -> Txn {
     Txn {

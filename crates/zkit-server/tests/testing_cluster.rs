@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use zkit_client as zk;
 use zkit_server::testing::TestingCluster;
-use zookeeper_client as zk;
 
 const LIMIT: Duration = Duration::from_secs(20);
 

@@ -1,5 +1,5 @@
 //! Helpers for zkit's own tests and benchmarks (`publish = false`): a dependency of the test
-//! suites and of `zkit bench` only, never of the library or the server.
+//! suites and of `zkit-bench` only, never of the library, the server or the CLI.
 //!
 //! # Layout
 //! - this file: where the Apache ZooKeeper under test is ([`apache_zk`]) and fresh znode paths
@@ -8,7 +8,7 @@
 //!   traffic, to produce real disconnects and real session expiry.
 //! - [`process`]: finding and running the built `zkit` binary, and `kill -9` of child processes.
 //! - [`curator_classpath`]: Debian's Curator jars, for Java programs compiled by tests and by
-//!   `zkit bench lock --compare`.
+//!   `zkit-bench lock-compare`.
 //! - [`target`]: the three servers recipe suites run on ([`targets`]: the embedded zkit server,
 //!   Apache standalone, an Apache ensemble), restricted with `ZKIT_TARGETS`.
 //! - [`ensemble`]: [`Ensemble`], a private Apache ZooKeeper ensemble with kill/pause/restart of

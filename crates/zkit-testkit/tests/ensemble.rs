@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use zkit_client as zk;
 use zkit_testkit::{ensemble_available, Ensemble};
-use zookeeper_client as zk;
 
 /// `(member, pid, state)` from `status`.
 fn parse_status(status: &str) -> Vec<(usize, String, String)> {

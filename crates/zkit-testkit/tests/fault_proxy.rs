@@ -223,7 +223,7 @@ async fn pause_expires_a_zookeeper_session() {
     let path = zkit_testkit::unique_path("fault-proxy-expiry");
 
     // A 4 s session: at least Apache's minimum (2 * tickTime, 1 s with scripts/apache-zk).
-    let victim = zookeeper_client::Client::connector()
+    let victim = zkit_client::Client::connector()
         .with_session_timeout(Duration::from_secs(4))
         .connect(&proxy.connect_string())
         .await
@@ -232,15 +232,12 @@ async fn pause_expires_a_zookeeper_session() {
         .create(
             &path,
             b"",
-            &zookeeper_client::CreateMode::Ephemeral
-                .with_acls(zookeeper_client::Acls::anyone_all()),
+            &zkit_client::CreateMode::Ephemeral.with_acls(zkit_client::Acls::anyone_all()),
         )
         .await
         .expect("create ephemeral");
 
-    let observer = zookeeper_client::Client::connect(&zk)
-        .await
-        .expect("observer");
+    let observer = zkit_client::Client::connect(&zk).await.expect("observer");
     let (stat, watcher) = observer.check_and_watch_stat(&path).await.expect("watch");
     assert!(stat.is_some(), "ephemeral visible to observer");
 
@@ -248,7 +245,7 @@ async fn pause_expires_a_zookeeper_session() {
     let event = timeout(Duration::from_secs(30), watcher.changed())
         .await
         .expect("session expired within 30 s of the partition");
-    assert_eq!(event.event_type, zookeeper_client::EventType::NodeDeleted);
+    assert_eq!(event.event_type, zkit_client::EventType::NodeDeleted);
     assert_eq!(event.path, path);
     proxy.resume();
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use zkit::lock::{LockGuard, LockOptions, Mutex};
 use zkit::queue::{Claim, Queue};
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit::{Error, Result, Session, SessionOptions};
 
 use crate::history::{Cell, Seen, SeqNode};

@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use zkit::barrier::{Barrier, DoubleBarrier};
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit::{Session, SessionOptions};
 
 type BoxError = Box<dyn std::error::Error>;

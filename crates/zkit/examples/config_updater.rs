@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use rand::Rng;
-use zkit::zookeeper_client::{Acls, CreateMode};
+use zkit::zkit_client::{Acls, CreateMode};
 use zkit::{retry, Error, RetryPolicy, Session, SessionOptions};
 
 const PATH: &str = "/config";

@@ -20,7 +20,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use zkit::queue::Queue;
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit::{Error, Session, SessionOptions};
 
 #[tokio::main]

@@ -36,7 +36,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::counter::decode_i64;
 use crate::error::{Error, Result};

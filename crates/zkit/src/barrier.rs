@@ -8,7 +8,7 @@
 //! ([`enter_ready`], [`leave_step`]) unit-tested without a server.
 
 use tokio::sync::watch;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::protected::join;

@@ -5,7 +5,7 @@
 //!
 //! The pure part ([`decode_i32`], [`decode_i64`], [`plan_add`]) is unit-tested without a server.
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::retry::{retry, RetryPolicy};

@@ -3,8 +3,10 @@
 //! assumed; retrying the same call gives the same answer) and *unrecoverable* errors (the session
 //! or the client is gone; only a new session helps).
 //!
-//! It must not hide the underlying ZooKeeper code: every `zookeeper_client::Error` maps to a
-//! variant with the same meaning, and the rare ones are kept verbatim in [`Error::Other`].
+//! It must not hide the underlying ZooKeeper code: every [`zkit_client::Error`] maps to a
+//! variant with the same meaning, and the codes no recipe acts on (`SessionMoved`,
+//! `NotReadOnly`, `QuotaExceeded`, ...) are kept as the client reported them in
+//! [`Error::Zookeeper`].
 
 use std::time::Duration;
 
@@ -16,14 +18,13 @@ pub enum Error {
     /// have been applied. Recoverable.
     #[error("connection to the server lost")]
     ConnectionLoss,
-    /// The connection failed under the request (I/O error, no response within the connection
-    /// timeout); `zookeeper_client` reports these as custom errors. Recoverable, with the same
-    /// uncertainty as `ConnectionLoss`.
-    #[error("connection failed: {0}")]
-    ConnectionFailed(String),
-    /// The operation got no reply in time. Recoverable (same uncertainty as `ConnectionLoss`).
+    /// The server answered `OperationTimeout`. Recoverable (same uncertainty as
+    /// `ConnectionLoss`).
     #[error("operation timed out")]
     OperationTimeout,
+    /// The server answered `RequestTimeout`. Recoverable (same uncertainty as `ConnectionLoss`).
+    #[error("request timed out")]
+    RequestTimeout,
     /// The server is overloaded and throttled the request. Recoverable.
     #[error("request throttled by the server")]
     Throttled,
@@ -42,6 +43,14 @@ pub enum Error {
     /// The session (or client) has been closed. Unrecoverable.
     #[error("session closed")]
     Closed,
+    /// Connecting found no session within the session timeout (no server answered, or none
+    /// accepted the session). Unrecoverable for this attempt.
+    #[error("no session established within the session timeout")]
+    ConnectTimeout,
+    /// Connecting with `fail eagerly` tried every host once and none answered. Unrecoverable
+    /// for this attempt.
+    #[error("no server answered")]
+    NoHosts,
 
     /// The node does not exist. State error.
     #[error("node does not exist")]
@@ -92,26 +101,28 @@ pub enum Error {
         /// What the node holds (`name v<version>`, or `no schema`).
         found: String,
     },
-    /// Any other `zookeeper_client` error, kept verbatim.
-    #[error(transparent)]
-    Other(zookeeper_client::Error),
+    /// A ZooKeeper error no recipe acts on (`SessionMoved`, `NotReadOnly`, `QuotaExceeded`,
+    /// `SystemError`, an unknown code, ...), exactly as the client reported it.
+    #[error("zookeeper: {0}")]
+    Zookeeper(zkit_client::Error),
 }
 
 impl Error {
     /// True for errors after which the *same* operation may be retried on the same session:
-    /// [`Error::ConnectionLoss`], [`Error::ConnectionFailed`], [`Error::OperationTimeout`],
+    /// [`Error::ConnectionLoss`], [`Error::OperationTimeout`], [`Error::RequestTimeout`],
     /// [`Error::Throttled`].
     ///
     /// Only idempotent operations should be retried blindly; a sequential create needs
     /// [`crate::Session::create_protected_sequential`].
     pub fn is_recoverable(&self) -> bool {
-        matches!(
-            self,
+        match self {
             Error::ConnectionLoss
-                | Error::ConnectionFailed(_)
-                | Error::OperationTimeout
-                | Error::Throttled
-        )
+            | Error::OperationTimeout
+            | Error::RequestTimeout
+            | Error::Throttled => true,
+            Error::Zookeeper(err) => err.is_retryable(),
+            _ => false,
+        }
     }
 
     /// True for errors that describe the tree, not the connection: retrying the same call gives
@@ -131,25 +142,60 @@ impl Error {
     }
 
     /// True for errors after which the session (or the whole client) is gone: session expired or
-    /// lost, authentication failed, closed.
+    /// lost, authentication failed, closed, or no session could be established.
     pub fn is_unrecoverable(&self) -> bool {
-        matches!(
-            self,
-            Error::SessionExpired | Error::SessionLost | Error::AuthFailed | Error::Closed
-        )
+        match self {
+            Error::SessionExpired
+            | Error::SessionLost
+            | Error::AuthFailed
+            | Error::Closed
+            | Error::ConnectTimeout
+            | Error::NoHosts => true,
+            Error::Zookeeper(err) => err.is_session_ending(),
+            _ => false,
+        }
+    }
+
+    /// The ZooKeeper code (`KeeperException.Code`) this error stands for, when it is one;
+    /// `None` for the library's and the client's own conditions.
+    pub fn code(&self) -> Option<i32> {
+        use zkit_client::Error as Zk;
+        let client = match self {
+            Error::ConnectionLoss => Zk::ConnectionLoss,
+            Error::OperationTimeout => Zk::OperationTimeout,
+            Error::RequestTimeout => Zk::RequestTimeout,
+            Error::Throttled => Zk::Throttled,
+            Error::SessionExpired => Zk::SessionExpired,
+            Error::AuthFailed => Zk::AuthFailed,
+            Error::NoNode => Zk::NoNode,
+            Error::NodeExists => Zk::NodeExists,
+            Error::BadVersion => Zk::BadVersion,
+            Error::NotEmpty => Zk::NotEmpty,
+            Error::NoChildrenForEphemerals => Zk::NoChildrenForEphemerals,
+            Error::NoAuth => Zk::NoAuth,
+            Error::InvalidAcl => Zk::InvalidAcl,
+            Error::Unimplemented(_) => Zk::Unimplemented,
+            Error::BadArguments(_) => Zk::BadArguments("".into()),
+            Error::Zookeeper(err) => return err.code(),
+            _ => return None,
+        };
+        client.code()
     }
 }
 
-impl From<zookeeper_client::Error> for Error {
-    fn from(err: zookeeper_client::Error) -> Self {
-        use zookeeper_client::Error as Zk;
+impl From<zkit_client::Error> for Error {
+    fn from(err: zkit_client::Error) -> Self {
+        use zkit_client::Error as Zk;
         match err {
             Zk::ConnectionLoss => Error::ConnectionLoss,
-            Zk::Timeout => Error::OperationTimeout,
+            Zk::OperationTimeout => Error::OperationTimeout,
+            Zk::RequestTimeout => Error::RequestTimeout,
             Zk::Throttled => Error::Throttled,
             Zk::SessionExpired => Error::SessionExpired,
             Zk::AuthFailed => Error::AuthFailed,
             Zk::ClientClosed => Error::Closed,
+            Zk::Timeout => Error::ConnectTimeout,
+            Zk::NoHosts => Error::NoHosts,
             Zk::NoNode => Error::NoNode,
             Zk::NodeExists => Error::NodeExists,
             Zk::BadVersion => Error::BadVersion,
@@ -158,12 +204,16 @@ impl From<zookeeper_client::Error> for Error {
             Zk::NoAuth => Error::NoAuth,
             Zk::InvalidAcl => Error::InvalidAcl,
             Zk::Unimplemented => Error::Unimplemented("server answered UNIMPLEMENTED".into()),
-            Zk::BadArguments(what) => Error::BadArguments((*what).to_string()),
-            // Connection-level failures (I/O errors, "no response from connection in N ms")
-            // fail in-flight requests as custom errors.
-            Zk::Custom(custom) => Error::ConnectionFailed(custom.to_string()),
-            other => Error::Other(other),
+            Zk::BadArguments(what) => Error::BadArguments(what.into_owned()),
+            Zk::UnexpectedError(what) => Error::Unexpected(what),
+            other => Error::Zookeeper(other),
         }
+    }
+}
+
+impl From<zkit_client::MultiWriteError> for Error {
+    fn from(err: zkit_client::MultiWriteError) -> Self {
+        Error::from(zkit_client::Error::from(err))
     }
 }
 
@@ -173,42 +223,74 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zkit_client::Error as Zk;
 
     #[test]
     fn classification_is_disjoint_and_maps_zookeeper_codes() {
-        let cases: Vec<(zookeeper_client::Error, Error)> = vec![
+        let cases: Vec<(Zk, Error)> = vec![
+            (Zk::ConnectionLoss, Error::ConnectionLoss),
+            (Zk::OperationTimeout, Error::OperationTimeout),
+            (Zk::RequestTimeout, Error::RequestTimeout),
+            (Zk::Throttled, Error::Throttled),
+            (Zk::SessionExpired, Error::SessionExpired),
+            (Zk::AuthFailed, Error::AuthFailed),
+            (Zk::ClientClosed, Error::Closed),
+            (Zk::Timeout, Error::ConnectTimeout),
+            (Zk::NoHosts, Error::NoHosts),
+            (Zk::BadVersion, Error::BadVersion),
+            (Zk::NodeExists, Error::NodeExists),
+            (Zk::NoNode, Error::NoNode),
+            (Zk::NotEmpty, Error::NotEmpty),
+            (Zk::NoAuth, Error::NoAuth),
+            (Zk::InvalidAcl, Error::InvalidAcl),
+            (Zk::NoChildrenForEphemerals, Error::NoChildrenForEphemerals),
             (
-                zookeeper_client::Error::ConnectionLoss,
-                Error::ConnectionLoss,
+                Zk::SessionClosedRequireSaslAuth,
+                Error::Zookeeper(Zk::SessionClosedRequireSaslAuth),
             ),
-            (zookeeper_client::Error::Timeout, Error::OperationTimeout),
-            (
-                zookeeper_client::Error::SessionExpired,
-                Error::SessionExpired,
-            ),
-            (zookeeper_client::Error::AuthFailed, Error::AuthFailed),
-            (zookeeper_client::Error::ClientClosed, Error::Closed),
-            (zookeeper_client::Error::BadVersion, Error::BadVersion),
-            (zookeeper_client::Error::NodeExists, Error::NodeExists),
-            (zookeeper_client::Error::NoNode, Error::NoNode),
-            (zookeeper_client::Error::NotEmpty, Error::NotEmpty),
         ];
         for (zk, ours) in cases {
-            let mapped = Error::from(zk);
+            let mapped = Error::from(zk.clone());
             assert_eq!(mapped, ours);
+            assert_eq!(mapped.code(), zk.code(), "{mapped:?}");
             let classes = [
                 mapped.is_recoverable(),
                 mapped.is_state(),
                 mapped.is_unrecoverable(),
             ];
             assert_eq!(classes.iter().filter(|c| **c).count(), 1, "{mapped:?}");
+            // The library's predicates agree with the client's.
+            assert_eq!(mapped.is_recoverable(), zk.is_retryable(), "{mapped:?}");
+            assert_eq!(
+                mapped.is_unrecoverable(),
+                zk.is_session_ending(),
+                "{mapped:?}"
+            );
         }
-        assert!(Error::from(zookeeper_client::Error::ConnectionLoss).is_recoverable());
-        assert!(Error::from(zookeeper_client::Error::BadVersion).is_state());
-        assert!(Error::from(zookeeper_client::Error::SessionExpired).is_unrecoverable());
         assert!(matches!(
-            Error::from(zookeeper_client::Error::Unimplemented),
+            Error::from(Zk::Unimplemented),
             Error::Unimplemented(_)
         ));
+        assert_eq!(
+            Error::from(Zk::BadArguments("empty path".into())),
+            Error::BadArguments("empty path".into())
+        );
+        assert_eq!(
+            Error::from(Zk::UnexpectedError("short reply".into())),
+            Error::Unexpected("short reply".into())
+        );
+    }
+
+    #[test]
+    fn every_zookeeper_code_keeps_its_code() {
+        // No code is lost on the way: each one the client knows comes out with the same
+        // code, in a named variant or verbatim in `Zookeeper`.
+        for code in -130..=0 {
+            let Some(client) = Zk::from_code(code) else {
+                continue;
+            };
+            let ours = Error::from(client.clone());
+            assert_eq!(ours.code(), client.code(), "{client:?} -> {ours:?}");
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! zkit: Curator-grade coordination recipes on ZooKeeper, on the `zookeeper-client` crate.
+//! zkit: Curator-grade coordination recipes on ZooKeeper, on zkit's own client
+//! ([`zkit_client`], re-exported).
 //!
 //! # Layout
 //! - [`error`]: [`Error`], classified as recoverable / state / unrecoverable.
@@ -76,5 +77,6 @@ pub use error::{Error, Result};
 pub use protected::{create_protected_sequential_with, CreatedNode, ProtectedCreate};
 pub use retry::{retry, RetryPolicy};
 pub use session::{Session, SessionEvent, SessionOptions, SessionState};
-/// The underlying client crate, re-exported for raw operations on [`Session::client`].
-pub use zookeeper_client;
+/// The ZooKeeper client the library runs on, re-exported for raw operations on
+/// [`Session::client`] (`use zkit::zkit_client as zk;`).
+pub use zkit_client;

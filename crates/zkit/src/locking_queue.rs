@@ -31,7 +31,7 @@
 use std::time::Duration;
 
 use tokio::sync::Mutex as AsyncMutex;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::protected::join;

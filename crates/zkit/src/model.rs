@@ -39,7 +39,7 @@ use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::cache::{CacheEvent, ChildData, NodeCache};
 use crate::error::{Error, Result};

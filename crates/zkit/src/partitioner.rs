@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::lock::{KazooLock, LockGuard};

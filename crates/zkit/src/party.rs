@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::persistent_node::PersistentNode;

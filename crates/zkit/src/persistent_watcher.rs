@@ -27,7 +27,7 @@
 //! The reaction to each session state is the pure [`reaction`].
 
 use tokio::sync::broadcast;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::session::{Session, SessionState};

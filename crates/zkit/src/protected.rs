@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use futures::future::Either;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
@@ -201,8 +201,8 @@ pub(crate) async fn create_protected_and_list(
     let create_options = create_options_of(options);
     let (client, generation) = session.client_and_generation();
     let ephemeral = options.mode == zk::CreateMode::EphemeralSequential;
-    // Both requests are written to the connection when these calls return (zookeeper-client
-    // sends at call time, not at first poll), in this order. Each arm yields the created node's
+    // Both requests are written to the connection when these calls return (zkit-client sends
+    // at call time, not at first poll), in this order. Each arm yields the created node's
     // name and `ephemeralOwner`.
     let create = match release_first {
         Some(release) => {
@@ -217,8 +217,9 @@ pub(crate) async fn create_protected_and_list(
                     Some(zk::MultiWriteResult::Create { path, stat }) => {
                         let name = path.rsplit('/').next().unwrap_or_default().to_string();
                         // A successful create on this session's connection is owned by this
-                        // session; servers with ZOOKEEPER-4026 send no stat inside a multi.
-                        let owner = if stat.is_invalid() && ephemeral {
+                        // session; servers with ZOOKEEPER-4026 send no stat inside a multi
+                        // (the client reports an all-zero one).
+                        let owner = if stat == zk::Stat::default() && ephemeral {
                             session_id
                         } else {
                             stat.ephemeral_owner

@@ -25,7 +25,7 @@
 //! [`unclaimed_items`].
 
 use tokio::sync::watch;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::protected::{join, sequence_of};

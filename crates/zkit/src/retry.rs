@@ -202,7 +202,7 @@ mod tests {
         let result: Result<u32, Error> = retry(&policy, || async {
             let n = calls.fetch_add(1, Ordering::SeqCst);
             if n < 2 {
-                Err(zookeeper_client::Error::ConnectionLoss)
+                Err(zkit_client::Error::ConnectionLoss)
             } else {
                 Ok(n)
             }

@@ -1,4 +1,4 @@
-//! The resilient session layer: one [`Session`] wraps a `zookeeper_client::Client` and turns its
+//! The resilient session layer: one [`Session`] wraps a [`zkit_client::Client`] and turns its
 //! raw states into Curator's connection states ([`SessionState`]), and replaces the ZooKeeper
 //! session by itself after it is lost.
 //!
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
@@ -68,7 +68,7 @@ pub struct SessionOptions {
     /// Requested session timeout (the server may negotiate it within its bounds). Default 10 s.
     pub session_timeout: Duration,
     /// Idle time after which a connection is considered dead; `None` leaves the client's default
-    /// (2/5 of the session timeout).
+    /// (2/3 of the negotiated session timeout, `ClientCnxn`'s read timeout).
     pub connection_timeout: Option<Duration>,
     /// Authentication data added to every connection: `(scheme, auth)`, e.g.
     /// `("digest", b"user:password")`.
@@ -198,8 +198,8 @@ impl Session {
     /// ZooKeeper session is established, with state `Connected` and generation 1.
     ///
     /// # Errors
-    /// Whatever the first connect fails with: [`Error::OperationTimeout`] when no server answered
-    /// within about the session timeout, [`Error::AuthFailed`], [`Error::BadArguments`] for a bad
+    /// Whatever the first connect fails with: [`Error::ConnectTimeout`] when no server answered
+    /// within the session timeout, [`Error::AuthFailed`], [`Error::BadArguments`] for a bad
     /// connect string. Later failures are reported through the state stream, not as errors.
     pub async fn connect(connect_string: &str, options: SessionOptions) -> Result<Session> {
         let client = connect_client(connect_string, &options).await?;

@@ -35,7 +35,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::protected::join;

@@ -13,7 +13,7 @@ use zkit::discovery::{
     DownInstancePolicy, JsonInstanceSerializer, ProviderStrategy, ServiceDiscovery,
     ServiceInstance, ServiceType, UriSpec,
 };
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit_testkit::{unique_path, FaultProxy};
 
 const LIMIT: Duration = Duration::from_secs(20);

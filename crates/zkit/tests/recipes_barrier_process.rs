@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::{children, eventually, servers, session};
 use zkit::barrier::{Barrier, READY_NODE};
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit::Session;
 use zkit_testkit::{unique_path, ChildGuard};
 

@@ -1,8 +1,8 @@
 //! NodeCache and TreeCache across a dropped connection (against every server of
 //! `common::servers()`): changes made while the link is down are picked up by the re-sync after
-//! the reconnect, and changes made after it arrive too, which needs the persistent watch to be
-//! added again on the new connection (zookeeper-client 0.11.2 does not re-send persistent
-//! watches on reconnect; `ConfigWatcher`, under both caches, re-adds it).
+//! the reconnect (persistent watches miss them, ZOOKEEPER-4698), and changes made after it
+//! arrive too, which needs the persistent watch registered again on the new connection (the
+//! client re-sends it with SetWatches2).
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{servers, session};
 use zkit::cache::{CacheEvent, NodeCache, TreeCache};
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit_testkit::{unique_path, FaultProxy};
 
 const LIMIT: Duration = Duration::from_secs(20);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{servers, session};
 use zkit::election::{LeaderLatch, LeaderSelector};
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit::Session;
 use zkit_testkit::{unique_path, FaultProxy};
 

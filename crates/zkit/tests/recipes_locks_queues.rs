@@ -17,7 +17,7 @@ use zkit::lock::{
     KazooLock, MultiLock, MultiNonBlockingLease, Mutex, NonBlockingLease, SemaphoreMutex,
 };
 use zkit::locking_queue::LockingQueue;
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit::Error;
 use zkit_testkit::unique_path;
 

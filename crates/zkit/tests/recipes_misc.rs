@@ -13,7 +13,7 @@ use zkit::counter::{AtomicCounter, SharedCount};
 use zkit::group::GroupMember;
 use zkit::persistent_node::PersistentNode;
 use zkit::queue::Queue;
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit_testkit::unique_path;
 
 const LIMIT: Duration = Duration::from_secs(20);

@@ -17,7 +17,7 @@ use zkit::partitioner::{PartitionState, PartitionerOptions, SetPartitioner};
 use zkit::party::{members, shallow_members, Party, ShallowParty};
 use zkit::persistent_watcher::{PersistentWatcher, WatchEvent};
 use zkit::ttl_node::PersistentTtlNode;
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit::{Error, RetryPolicy, SessionState};
 use zkit_testkit::{unique_path, FaultProxy};
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::{children, eventually, servers, session};
 use zkit::queue::{Queue, ITEM_PREFIX};
-use zkit::zookeeper_client as zk;
+use zkit::zkit_client as zk;
 use zkit_testkit::{unique_path, ChildGuard};
 
 const ITEMS: i64 = 150;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{children, eventually, servers, session};
 use zkit::protected::{create_protected_sequential_with, protected_marker, ProtectedCreate};
-use zkit::zookeeper_client::CreateMode;
+use zkit::zkit_client::CreateMode;
 use zkit::{retry, RetryPolicy, SessionState};
 use zkit_testkit::{unique_path, FaultProxy};
 
@@ -60,7 +60,7 @@ async fn digest_auth_and_chroot_from_the_connect_string() {
             .create(
                 &root,
                 b"",
-                &CreateMode::Persistent.with_acls(zkit::zookeeper_client::Acls::anyone_all()),
+                &CreateMode::Persistent.with_acls(zkit::zkit_client::Acls::anyone_all()),
             )
             .await
             .expect("create root");
@@ -169,7 +169,7 @@ async fn giving_up_leaves_no_orphan() {
             .create(
                 &parent,
                 b"",
-                &CreateMode::Persistent.with_acls(zkit::zookeeper_client::Acls::anyone_all()),
+                &CreateMode::Persistent.with_acls(zkit::zkit_client::Acls::anyone_all()),
             )
             .await
             .expect("parent");
@@ -211,7 +211,7 @@ async fn config_updater_on_retry() {
         let path = unique_path("config");
         let s = session(&target.addr, Duration::from_secs(10)).await;
         let policy = RetryPolicy::default();
-        let anyone = CreateMode::Persistent.with_acls(zkit::zookeeper_client::Acls::anyone_all());
+        let anyone = CreateMode::Persistent.with_acls(zkit::zkit_client::Acls::anyone_all());
         s.client()
             .create(&path, b"0", &anyone)
             .await

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use zookeeper_client::{Acl, AuthId, Permission};
+use zkit_client::{Acl, AuthId, Permission};
 
 use super::node::{close, connect_with, ServerArg};
 

@@ -16,13 +16,13 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::guard::ChildGuard;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use futures::StreamExt;
 use hdrhistogram::Histogram;
 use zkit::ledger::{CreateOptions, LedgerClient, LedgerOptions};
 use zkit::{Session, SessionOptions};
-use zkit_testkit::ChildGuard;
 
 /// Arguments of `zkit bench ledger`.
 #[derive(Debug, clap::Args)]

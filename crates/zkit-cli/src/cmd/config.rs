@@ -15,8 +15,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use zkit::config::{
     flatten_tree, resolve_key, ChangeKind, ConfigChange, ConfigStore, ConfigWatcher,
 };
-use zkit::zookeeper_client as zk;
 use zkit::{Session, SessionOptions};
+use zkit_client as zk;
 
 /// Operations of one `import` multi: each batch is applied atomically.
 const IMPORT_BATCH: usize = 200;

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use tokio::sync::mpsc;
+use zkit_client::{Acls, AddWatchMode, CreateMode, EventType};
 use zkit_server::{Server, ServerConfig};
-use zookeeper_client::{Acls, AddWatchMode, CreateMode, EventType};
 
 use super::node::connect;
 

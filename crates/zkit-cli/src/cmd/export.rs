@@ -26,7 +26,7 @@ use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use clap::Args;
 use serde::{Deserialize, Serialize};
-use zookeeper_client::{Acl, Client, Error as ZkError, Permission};
+use zkit_client::{Acl, Client, Error as ZkError, Permission};
 
 use super::node::{close, connect_with, node_error, ServerArg};
 
@@ -85,7 +85,7 @@ impl ExportedNode {
 
 /// The stored child version (creates of children so far; it numbers sequential children) of a
 /// Stat, which reports `2 × stored − numChildren` (Apache's `DataNode.copyStat`).
-pub fn stored_cversion(stat: &zookeeper_client::Stat) -> i32 {
+pub fn stored_cversion(stat: &zkit_client::Stat) -> i32 {
     let stored = (i64::from(stat.cversion) + i64::from(stat.num_children)) / 2;
     i32::try_from(stored).unwrap_or(i32::MAX)
 }

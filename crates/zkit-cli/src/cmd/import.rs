@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError};
+use zkit_client::{Acl, Acls, Client, CreateMode, Error as ZkError};
 
 use super::admin::parse_acl;
 use super::export::{stored_cversion, ExportedNode, Mode};

@@ -8,11 +8,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::guard::ChildGuard;
 use anyhow::{bail, ensure, Context, Result};
 use zkit::ledger::auditor::{AutoRecovery, AutoRecoveryOptions};
 use zkit::ledger::{LedgerClient, LedgerOptions};
 use zkit::{Session, SessionOptions};
-use zkit_testkit::ChildGuard;
 
 fn line(i: u64) -> String {
     format!("demo entry {i:06}")

@@ -1,7 +1,8 @@
 //! zkCli-like node commands: `ls`, `get`, `set`, `create`, `rm`, `stat`, `watch`.
 //!
-//! Each command opens one session on the `zookeeper-client` crate, does its work and exits, so
-//! they work the same against `zkit serve` and Apache ZooKeeper. Output is meant for scripts:
+//! Each command opens one session with zkit's client (`zkit-client`), does its work and exits,
+//! so they work the same against `zkit serve` and Apache ZooKeeper (`watch` runs until stopped;
+//! it is in `watch.rs`). Output is meant for scripts:
 //! one item per line on stdout, diagnostics on stderr, and a non-zero exit code on any error.
 //! Errors name the path and ZooKeeper's code, e.g. `Error: node /a does not exist (NoNode)`.
 
@@ -11,9 +12,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
-use zookeeper_client::{
-    Acls, AddWatchMode, Client, CreateMode, Error as ZkError, EventType, SessionState, Stat,
-};
+use zkit_client::{Acls, Client, CreateMode, Error as ZkError, Stat};
 
 /// How long a one-shot command waits for a session before giving up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -115,12 +114,24 @@ pub enum NodeCommand {
         #[command(flatten)]
         server: ServerArg,
     },
-    /// Watch a node with a persistent watch and print one line per event: `TYPE PATH`.
+    /// Watch a node with a persistent watch and print one line per change: `TYPE PATH`.
+    ///
+    /// Runs across disconnects, server restarts and session expiry: after each reconnect (or
+    /// new session) the node is read again and a change made meanwhile is printed as well, one
+    /// line per kind (several writes to the data while disconnected print one
+    /// NodeDataChanged). In one case a change is printed twice: when the connection drops
+    /// between its event and the read that follows it.
+    ///
+    /// With -R, only PATH itself is re-read after a reconnect: changes of its descendants made
+    /// while disconnected are not printed (ZooKeeper does not replay them to persistent
+    /// watches); every change after the reconnect is. `zkit config watch` re-reads a whole
+    /// subtree.
     Watch {
         /// Node path.
         path: String,
-        /// Persistent recursive watch: events for all descendants too.
-        #[arg(long, short = 'r')]
+        /// Persistent recursive watch: events for all descendants too (see above for what a
+        /// reconnect may miss).
+        #[arg(long, short = 'r', short_alias = 'R')]
         recursive: bool,
         /// Exit after this many events.
         #[arg(long, short = 'n')]
@@ -139,8 +150,16 @@ pub async fn run(command: NodeCommand) -> Result<ExitCode> {
         | NodeCommand::Set { server, .. }
         | NodeCommand::Create { server, .. }
         | NodeCommand::Rm { server, .. }
-        | NodeCommand::Stat { server, .. }
-        | NodeCommand::Watch { server, .. } => server.clone(),
+        | NodeCommand::Stat { server, .. } => server.clone(),
+        NodeCommand::Watch {
+            path,
+            recursive,
+            count,
+            server,
+        } => {
+            super::watch::run(server, path, *recursive, *count).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     let client = connect_with(&server).await?;
     let result = execute(&client, command).await;
@@ -150,14 +169,8 @@ pub async fn run(command: NodeCommand) -> Result<ExitCode> {
 
 /// Closes the session and waits (briefly) for the server to confirm.
 pub async fn close(client: Client) {
-    let mut state = client.state_watcher();
-    drop(client);
-    // The client library sends closeSession when its last handle is dropped; Closed follows
-    // the server's reply. Not waiting forever: the session would expire anyway.
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while !state.changed().await.is_terminated() {}
-    })
-    .await;
+    // Not waiting forever: the session would expire anyway.
+    let _ = tokio::time::timeout(Duration::from_secs(2), client.close()).await;
 }
 
 async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
@@ -275,46 +288,8 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
                 .ok_or_else(|| node_error(ZkError::NoNode, &path))?;
             print!("{}", format_stat(&node_stat));
         }
-        NodeCommand::Watch {
-            path,
-            recursive,
-            count,
-            ..
-        } => {
-            let mode = if recursive {
-                AddWatchMode::PersistentRecursive
-            } else {
-                AddWatchMode::Persistent
-            };
-            let mut watcher = client
-                .watch(&path, mode)
-                .await
-                .map_err(|e| node_error(e, &path))?;
-            // On stderr, so scripts (and tests) know events from now on will be seen.
-            eprintln!("watching {path}");
-            let mut seen = 0u64;
-            while count.map_or(true, |n| seen < n) {
-                let event = watcher.changed().await;
-                if event.event_type == EventType::Session {
-                    match event.session_state {
-                        SessionState::Expired | SessionState::Closed | SessionState::AuthFailed => {
-                            return Err(anyhow!(
-                                "session ended while watching {path} ({:?})",
-                                event.session_state
-                            ));
-                        }
-                        state => {
-                            eprintln!("session {state:?}");
-                            continue;
-                        }
-                    }
-                }
-                let mut stdout = std::io::stdout().lock();
-                writeln!(stdout, "{:?} {}", event.event_type, event.path)?;
-                stdout.flush()?;
-                seen += 1;
-            }
-        }
+        // Runs on its own (it reconnects), see `run`.
+        NodeCommand::Watch { .. } => {}
     }
     Ok(())
 }
@@ -339,7 +314,6 @@ async fn connect_auth(server: &str, auth: Option<&str>) -> Result<Client> {
     }
     let connecting = connector
         .with_session_timeout(SESSION_TIMEOUT)
-        .with_connection_timeout(CONNECT_TIMEOUT)
         .with_fail_eagerly()
         .connect(server);
     tokio::time::timeout(CONNECT_TIMEOUT, connecting)

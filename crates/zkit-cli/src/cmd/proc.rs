@@ -552,7 +552,7 @@ async fn demo_steps(
 }
 
 /// Deletes `path` and everything under it (for the demo's base path).
-async fn delete_tree(client: &zkit::zookeeper_client::Client, path: &str) -> anyhow::Result<()> {
+async fn delete_tree(client: &zkit_client::Client, path: &str) -> anyhow::Result<()> {
     let mut stack = vec![path.to_string()];
     let mut order = Vec::new();
     while let Some(p) = stack.pop() {
@@ -561,13 +561,13 @@ async fn delete_tree(client: &zkit::zookeeper_client::Client, path: &str) -> any
                 stack.extend(children.into_iter().map(|c| format!("{p}/{c}")));
                 order.push(p);
             }
-            Err(zkit::zookeeper_client::Error::NoNode) => {}
+            Err(zkit_client::Error::NoNode) => {}
             Err(err) => return Err(err.into()),
         }
     }
     for p in order.into_iter().rev() {
         match client.delete(&p, None).await {
-            Ok(()) | Err(zkit::zookeeper_client::Error::NoNode) => {}
+            Ok(()) | Err(zkit_client::Error::NoNode) => {}
             Err(err) => return Err(err.into()),
         }
     }

@@ -123,11 +123,11 @@ pub async fn four_letter(addr: SocketAddr, word: &str) -> String {
     out
 }
 
-/// A zookeeper-client session against `addr`.
-pub async fn client(addr: SocketAddr) -> zookeeper_client::Client {
-    zookeeper_client::Client::connector()
+/// A zkit-client session against `addr`.
+pub async fn client(addr: SocketAddr) -> zkit_client::Client {
+    zkit_client::Client::connector()
         .with_session_timeout(Duration::from_secs(10))
         .connect(&addr.to_string())
         .await
-        .expect("zookeeper-client session")
+        .expect("zkit-client session")
 }

@@ -10,7 +10,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::model::{Format, Model};

@@ -30,7 +30,7 @@ use futures::future::{join_all, BoxFuture};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::view::{ConfigChange, ConfigView, NodeRead};
 use crate::error::{Error, Result};
@@ -101,8 +101,6 @@ pub struct ConfigWatcher {
     dead_generation: Option<u64>,
     pending: BTreeSet<String>,
     need_resync: bool,
-    /// The persistent watch must be added again on this connection (see `handle_event`).
-    need_rewatch: bool,
     queue: VecDeque<ConfigChange>,
     state_rx: watch::Receiver<SessionEvent>,
 }
@@ -155,7 +153,6 @@ impl ConfigWatcher {
             dead_generation: None,
             pending: BTreeSet::new(),
             need_resync: true,
-            need_rewatch: false,
             queue: VecDeque::new(),
             state_rx: session.watch_state(),
         })
@@ -280,20 +277,6 @@ impl ConfigWatcher {
                 oneshots: FuturesUnordered::new(),
             });
             self.need_resync = true;
-            self.need_rewatch = false;
-        }
-        if self.need_rewatch {
-            if let Some(active) = self.active.as_mut() {
-                let watcher = active
-                    .client
-                    .watch(&self.root, zk::AddWatchMode::PersistentRecursive)
-                    .await?;
-                // Registered before the old one is dropped, so dropping it sends no
-                // RemoveWatches for the path.
-                active.persistent = Some(watcher);
-            }
-            self.need_rewatch = false;
-            self.need_resync = true;
         }
         if self.need_resync {
             return self.resync().await;
@@ -386,20 +369,17 @@ impl ConfigWatcher {
         match event.event_type {
             EventType::Session => match event.session_state {
                 Raw::Disconnected => {}
-                // Same session back: events of the disconnected time are not replayed to
-                // persistent watches (ZOOKEEPER-4698), so re-read everything. And add the
-                // persistent watch again: zookeeper-client 0.11.2 does not re-send persistent
-                // watches on reconnect (`resend_watches` computes `index.max(index)`, so it
-                // always sends the old SetWatches with data/exist/child paths only), and
-                // the server forgets watches of the old connection.
+                // Same session back. The client has re-registered the persistent watch
+                // (SetWatches2 with the last zxid seen), but the server does not replay to
+                // persistent watches the changes made while this client was disconnected
+                // (ZOOKEEPER-4698: `DataTree.setWatches` compares the zxid for data, exist and
+                // child watches only, and re-adds persistent ones silently), so re-read
+                // everything; the view reports only what is newer than what was reported.
                 Raw::SyncConnected | Raw::ConnectedReadOnly => {
                     self.need_resync = true;
-                    if self.mode == WatchMode::Persistent {
-                        self.need_rewatch = true;
-                    }
                 }
-                // Terminal: this client's watchers must not be polled again (the persistent
-                // one panics after a terminal event).
+                // Terminal: this generation is over; the watcher would only repeat the
+                // terminal event.
                 Raw::Expired | Raw::AuthFailed | Raw::Closed => {
                     if let Some(active) = self.active.take() {
                         self.dead_generation = Some(active.generation);
@@ -412,6 +392,9 @@ impl ConfigWatcher {
             }
             // Recursive watches do not deliver it; creations and deletions come per node.
             EventType::NodeChildrenChanged => {}
+            // Someone removed this session's watch (removeWatches): set it again, re-read.
+            EventType::PersistentWatchRemoved => self.active = None,
+            EventType::DataWatchRemoved | EventType::ChildWatchRemoved => {}
         }
     }
 }

@@ -66,7 +66,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 pub use cache::{CacheSnapshot, ServiceCache};
 pub use instance::{JsonInstanceSerializer, ServiceInstance, ServiceType, UriPart, UriSpec};

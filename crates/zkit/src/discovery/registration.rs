@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::instance::ServiceType;
 use crate::error::{Error, Result};

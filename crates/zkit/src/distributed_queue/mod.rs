@@ -39,7 +39,7 @@ pub mod sharder;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 pub use item::{QueueKind, QUEUE_ITEM_NAME};
 pub use sharder::{QueueSharder, QueueSharderPolicies};

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::{DistributedQueue, Message};
 use crate::election::LeaderLatch;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{latch_decision, LatchDecision, LATCH_NAME};
 use crate::error::{Error, Result};

@@ -315,7 +315,7 @@ async fn audit_once(
     client: &LedgerClient,
     core: &mut AuditorCore,
     options: &AutoRecoveryOptions,
-) -> Result<(Option<Instant>, Option<zookeeper_client::OneshotWatcher>), LedgerError> {
+) -> Result<(Option<Instant>, Option<zkit_client::OneshotWatcher>), LedgerError> {
     let (writable, readonly, watcher) = client.store().watch_bookies().await?;
     let present: BTreeSet<String> = writable.into_iter().chain(readonly).collect();
     let ledgers = all_metadata(client).await?;

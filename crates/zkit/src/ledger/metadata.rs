@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::layout::{self, Layout, LedgerMetadata, UnderReplicated};
 use super::LedgerError;
@@ -138,7 +138,6 @@ impl MetadataStore {
         let seq = self
             .retrying(|client| {
                 let prefix = prefix.clone();
-                let options = options.clone();
                 async move {
                     let (_, seq) = Self::create_full(&client, &prefix, &[], &options).await?;
                     // The node only carried the number.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use zkit_bookie::registration::{RegistrationError, RegistrationManager, Versioned};
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use crate::persistent_node::PersistentNode;
 use crate::session::Session;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{decide_with, early_watch, holds_when_gone, Decision, Rule};
 use crate::error::{Error, Result};
@@ -480,7 +480,7 @@ async fn wait_for_predecessor(
     // and our old node, alive): each request below takes one for its own duration.
     let (watcher, early_stat) = {
         let client = c.session.client();
-        // Both watches leave back to back (zookeeper-client sends at call time).
+        // Both watches leave back to back (zkit-client sends at call time).
         let predecessor_watch = client.check_and_watch_stat(&join(c.parent, &predecessor));
         let early_watch_request = early
             .as_ref()
@@ -589,6 +589,8 @@ pub struct LockGuard {
     revoke: CancellationToken,
     stop_monitor: CancellationToken,
     released: bool,
+    /// The node is ephemeral: it lives and dies with the session it was created on.
+    session_bound: bool,
     on_release: Option<Box<dyn FnOnce() + Send + Sync>>,
     release_slot: Option<ReleaseSlot>,
 }
@@ -637,6 +639,7 @@ impl LockGuard {
             revoke,
             stop_monitor,
             released: false,
+            session_bound: ephemeral,
             on_release: None,
             release_slot: None,
         }
@@ -694,7 +697,19 @@ impl LockGuard {
         if let Some(hook) = self.on_release.take() {
             hook();
         }
-        let result = delete_node(&self.session, &self.path, &self.cleanup).await;
+        let delete = delete_node(&self.session, &self.path, &self.cleanup);
+        let result = if self.session_bound {
+            // Once the node's session is lost (or replaced, or closed), the server deletes the
+            // node with it. A delete sent on that session would wait for a reconnect that may
+            // never come (the client keeps requests made while disconnected and sends them
+            // after reconnecting, as Apache's ClientCnxn does), so it is not waited for.
+            tokio::select! {
+                result = delete => result,
+                () = session_ended(&self.session, self.generation) => Ok(()),
+            }
+        } else {
+            delete.await
+        };
         if result.is_err() {
             self.spawn_cleanup();
         }
@@ -790,7 +805,7 @@ fn send_delete(session: &Session, path: &str, parent: &str, uuid: &str) {
         tracing::warn!(%path, "no tokio runtime: lock node left to its session");
         return;
     };
-    // zookeeper-client sends the request at call time; the returned future only waits for the
+    // zkit-client sends the request at call time; the returned future only waits for the
     // reply, so it may be awaited elsewhere.
     let reply = session.client().delete(path, None);
     let session = session.clone();
@@ -834,6 +849,22 @@ async fn delete_node(session: &Session, path: &str, cleanup: &Cleanup) -> Result
                 }
             })
             .await
+        }
+    }
+}
+
+/// Resolves once the session of `generation` is gone: lost, replaced by a new one, or closed.
+async fn session_ended(session: &Session, generation: u64) {
+    let mut state = session.watch_state();
+    loop {
+        let event = *state.borrow_and_update();
+        if event.generation != generation
+            || matches!(event.state, SessionState::Lost | SessionState::Closed)
+        {
+            return;
+        }
+        if state.changed().await.is_err() {
+            return;
         }
     }
 }

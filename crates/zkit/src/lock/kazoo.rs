@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{sorted_contenders, Rule};
 use super::internals::{acquire, Contend, LockGuard, LockOptions};

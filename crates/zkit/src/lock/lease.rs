@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{Rule, MUTEX_NAME};
 use super::internals::{acquire, Contend, LockGuard, LockOptions};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{sorted_contenders, Rule, MUTEX_NAME};
 use super::internals::{acquire, Contend, LockGuard, LockOptions, ReleaseSlot, REVOKE_MESSAGE};

@@ -32,7 +32,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::kazoo::KazooLock;
 use crate::error::{Error, Result};

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{Rule, READ_MARKER, WRITE_MARKER};
 use super::internals::{acquire, Contend, LockGuard, LockOptions};

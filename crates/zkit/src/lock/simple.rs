@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::internals::{recover, until, Cleanup, LockGuard, LockOptions};
 use crate::error::{Error, Result};

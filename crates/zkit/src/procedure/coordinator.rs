@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{
     decide_coordinator, pending_acks, AbortReason, CoordinatorStep, CoordinatorView, COORDINATOR,

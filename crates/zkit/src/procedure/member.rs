@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{decide_member, AbortReason, MemberLocal, MemberStep, MemberView, COORDINATOR};
 use super::layout::{self, check_name, Layout};

@@ -86,8 +86,8 @@ pub enum ProcedureError {
     Zk(#[from] crate::Error),
 }
 
-impl From<zookeeper_client::Error> for ProcedureError {
-    fn from(err: zookeeper_client::Error) -> Self {
+impl From<zkit_client::Error> for ProcedureError {
+    fn from(err: zkit_client::Error) -> Self {
         ProcedureError::Zk(err.into())
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::{select_all, BoxFuture, FutureExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::layout::Layout;
 

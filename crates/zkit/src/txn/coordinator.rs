@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{tally, Decision, Tally};
 use super::layout::{self, check_name, Layout, PrepareHeader};

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::layout::{Layout, RESERVED};
 use super::zkops::read_txn;

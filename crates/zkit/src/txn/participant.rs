@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{participant_step, Decision, Local, ParticipantStep, Vote};
 use super::layout::{self, check_name, Layout};

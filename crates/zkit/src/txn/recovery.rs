@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::coordinator::{collect_votes, decide_with};
 use super::decide::{expiry_at, recovery_step, Decision, RecoveryStep, Undecided};

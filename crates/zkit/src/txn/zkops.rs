@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client as zk;
+use zkit_client as zk;
 
 use super::decide::{Decision, Vote};
 use super::layout::{self, Layout, PrepareHeader};
@@ -122,9 +122,8 @@ pub(crate) async fn ensure_dir(
     path: &str,
 ) -> Result<(), TxnError> {
     let options = persistent();
-    retrying(session, stop, |client| {
-        let options = options.clone();
-        async move { client.mkdir(path, &options).await }
+    retrying(session, stop, |client| async move {
+        client.mkdir(path, &options).await
     })
     .await
 }
@@ -141,7 +140,6 @@ pub(crate) async fn claim_ephemeral(
     let options = ephemeral();
     loop {
         let created = retrying(session, stop, |client| {
-            let options = options.clone();
             async move {
                 match client.create(path, &[], &options).await {
                     Ok(_) => Ok(None),

@@ -50,7 +50,7 @@ where
 pub async fn children(session: &Session, path: &str) -> Vec<String> {
     match session.client().list_children(path).await {
         Ok(children) => children,
-        Err(zkit::zookeeper_client::Error::NoNode) => Vec::new(),
+        Err(zkit::zkit_client::Error::NoNode) => Vec::new(),
         Err(err) => panic!("list {path}: {err}"),
     }
 }

@@ -1,0 +1,61 @@
+//! `zkit-bench`: zkit's side-by-side benchmark harnesses (`publish = false`). They start the
+//! contenders — `zkit serve` and Apache ZooKeeper, Curator and kazoo — on this machine, drive
+//! the same workloads against each with the plain load generators of the `zkit` binary under
+//! test (`zkit bench server`, `zkit bench lock`), and report figures and ratios.
+//!
+//! # Layout
+//! - [`compare`]: `zkit-bench compare`, zkit serve against Apache ZooKeeper; writes
+//!   `docs/PERFORMANCE.md`.
+//! - [`lock_compare`]: `zkit-bench lock-compare`, zkit's Mutex on both servers against
+//!   Curator's `InterProcessMutex` and kazoo's `Lock` on Apache.
+//! - [`servers`]: starting, measuring and stopping the servers under test.
+//! - [`load`]: running `zkit bench server --json` / `zkit bench lock --json` and reading their
+//!   figures.
+//!
+//! Nothing here knows where it was built: the `zkit` binary, the Apache start script and the
+//! report path are arguments (defaults: the `zkit` next to this executable, and
+//! `scripts/apache-zk` / `docs/PERFORMANCE.md` in the current directory, i.e. a checkout's
+//! root, where scripts/bench-compare and scripts/bench-lock-compare run it).
+
+mod compare;
+mod load;
+mod lock_compare;
+mod servers;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// zkit's side-by-side benchmarks against Apache ZooKeeper, Curator and kazoo.
+#[derive(Debug, Parser)]
+#[command(name = "zkit-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// `zkit serve` against Apache ZooKeeper: latency, pipelined throughput, memory, idle
+    /// sessions, watch storm; writes docs/PERFORMANCE.md.
+    Compare(compare::BenchCompareArgs),
+    /// zkit's lock on `zkit serve` and on Apache ZooKeeper against Curator and kazoo.
+    LockCompare(lock_compare::LockCompareArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Compare(args) => compare::run_compare(args).await,
+        Command::LockCompare(args) => lock_compare::run(&args).await,
+    };
+    match result {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(err) => {
+            eprintln!("Error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
