@@ -18,7 +18,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::atomic::{AtomicOptions, DistributedAtomicLong, PromotedToLock};
 use zkit::discovery::{ServiceDiscovery, ServiceInstance};
 use zkit::distributed_queue::{DelayQueue, IdQueue, PriorityQueue};
-use zkit::lock::SemaphoreMutex;
+use zkit::lock::{MultiLock, Mutex, SemaphoreMutex};
+use zkit::ttl_node::PersistentTtlNode;
 use zkit::RetryPolicy;
 use zkit_testkit::{curator_classpath, unique_path, zkit_bin};
 
@@ -32,6 +33,7 @@ import java.util.concurrent.*;
 import org.apache.curator.framework.*;
 import org.apache.curator.framework.recipes.atomic.*;
 import org.apache.curator.framework.recipes.locks.*;
+import org.apache.curator.framework.recipes.nodes.*;
 import org.apache.curator.framework.recipes.queue.*;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.*;
@@ -143,6 +145,53 @@ public class CuratorRecipes {
                 if (n.increment().succeeded()) ok++;
             }
             System.out.println(ok);
+            break;
+        }
+        case "interactive": {
+            // Driven over stdin, one reply line per command, so one JVM serves a whole
+            // scenario (JVM starts are the slow part).
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+            InterProcessMultiLock multi = null;
+            PersistentTtlNode ttl = null;
+            for (String line; (line = in.readLine()) != null; ) {
+                String[] c = line.split(" ");
+                String reply;
+                switch (c[0]) {
+                case "multi": // multi PATH... : a multi-lock over the paths, in this order
+                    multi = new InterProcessMultiLock(client,
+                        Arrays.asList(Arrays.copyOfRange(c, 1, c.length)));
+                    reply = "ok";
+                    break;
+                case "multi-try": // multi-try MS
+                    reply = multi.acquire(Long.parseLong(c[1]), TimeUnit.MILLISECONDS)
+                        ? "held" : "busy";
+                    break;
+                case "multi-release":
+                    multi.release();
+                    reply = "released";
+                    break;
+                case "mutex-try": { // mutex-try PATH MS: one plain InterProcessMutex
+                    InterProcessMutex m = new InterProcessMutex(client, c[1]);
+                    boolean held = m.acquire(Long.parseLong(c[2]), TimeUnit.MILLISECONDS);
+                    if (held) m.release();
+                    reply = held ? "held" : "busy";
+                    break;
+                }
+                case "ttl-start": // ttl-start PATH TTL_MS DATA
+                    ttl = new PersistentTtlNode(client, c[1], Long.parseLong(c[2]), c[3].getBytes());
+                    ttl.start();
+                    reply = ttl.waitForInitialCreate(30, TimeUnit.SECONDS) ? "started" : "timeout";
+                    break;
+                case "ttl-close":
+                    ttl.close();
+                    reply = "closed";
+                    break;
+                default:
+                    throw new IllegalArgumentException(line);
+                }
+                System.out.println(reply);
+                System.out.flush();
+            }
             break;
         }
         default:
@@ -629,5 +678,192 @@ async fn atomic_longs_promoted_to_the_same_lock_lose_no_increment() {
             "{}: curator atomic interop ok ({ours} + {theirs})",
             target.name
         );
+    }
+}
+
+/// The Java side in its `interactive` mode: one command line in, one reply line out.
+struct Driven {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    out: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Driven {
+    fn start(classpath: &str, addr: &str) -> Driven {
+        let mut child = java(classpath, &[addr, "interactive"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("start java");
+        let stdin = child.stdin.take().expect("stdin");
+        let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Driven { child, stdin, out }
+    }
+
+    async fn ask(&mut self, command: &str) -> String {
+        self.stdin
+            .write_all(format!("{command}\n").as_bytes())
+            .await
+            .expect("tell java");
+        let reply = tokio::time::timeout(Duration::from_secs(60), self.out.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("java: no reply to {command:?} in time"))
+            .expect("java stdout");
+        reply.unwrap_or_else(|| panic!("java exited on {command:?}"))
+    }
+
+    async fn finish(self, name: &str) {
+        drop(self.stdin);
+        foreign_finished(self.child, "java interactive", name).await;
+    }
+}
+
+/// Curator's `InterProcessMultiLock` is a list of `InterProcessMutex`es taken in the order
+/// given and released in reverse; zkit's `MultiLock` is a list of `Mutex`es (the same lock
+/// node layout) in sorted order. Whoever holds the multi-lock excludes the other's multi-lock
+/// and a single mutex on any one of the paths; releasing leaves no lock node behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_locks_exclude_each_other() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let base = unique_path("multi-lock-interop");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let zkit_multi = MultiLock::new(&s, &[&a, &b]).unwrap();
+        let mut j = Driven::start(&cp, &target.addr);
+        // Curator lists them the other way round: order does not matter for exclusion.
+        assert_eq!(j.ask(&format!("multi {b} {a}")).await, "ok");
+
+        // Curator holds both: zkit's multi-lock and a mutex on either path wait.
+        assert_eq!(j.ask("multi-try 30000").await, "held", "{name}");
+        for path in [&a, &b] {
+            let kids = common::children(&s, path).await;
+            assert_eq!(kids.len(), 1, "{name}: {path}: {kids:?}");
+            // InterProcessMutex's node: protected (`_c_<uuid>-`) `lock-` sequential.
+            assert!(
+                kids[0].starts_with("_c_") && kids[0].contains("-lock-"),
+                "{name}: {kids:?}"
+            );
+        }
+        let short = Duration::from_millis(300);
+        assert!(
+            matches!(
+                zkit_multi.try_lock_for(short).await,
+                Err(zkit::Error::Timeout(_))
+            ),
+            "{name}: zkit got the multi-lock Curator holds"
+        );
+        assert!(
+            matches!(
+                Mutex::new(&s, &b).try_lock_for(short).await,
+                Err(zkit::Error::Timeout(_))
+            ),
+            "{name}: zkit got a mutex under Curator's multi-lock"
+        );
+        assert_eq!(j.ask("multi-release").await, "released", "{name}");
+
+        // zkit holds both: Curator's multi-lock and a mutex on either path wait.
+        let guard = zkit_multi
+            .try_lock_for(LIMIT)
+            .await
+            .expect("zkit multi-lock");
+        assert_eq!(j.ask("multi-try 300").await, "busy", "{name}");
+        assert_eq!(j.ask(&format!("mutex-try {a} 300")).await, "busy", "{name}");
+        // A timed-out Curator multi-lock leaves nothing queued behind zkit's nodes.
+        for path in [&a, &b] {
+            assert_eq!(common::children(&s, path).await.len(), 1, "{name}: {path}");
+        }
+        guard.release().await.unwrap();
+        assert_eq!(j.ask("multi-try 30000").await, "held", "{name}");
+        assert_eq!(j.ask("multi-release").await, "released", "{name}");
+        j.finish(name).await;
+        // (Curator makes the lock parents containers: the server may have reaped them.)
+        for path in [&a, &b] {
+            let left = common::children(&s, path).await;
+            assert!(left.is_empty(), "{name}: {path}: {left:?}");
+        }
+        eprintln!("{name}: curator multi-lock interop ok");
+    }
+}
+
+/// Curator's `PersistentTtlNode` (a `PERSISTENT_WITH_TTL` node kept by touching its TTL child
+/// `touch`; started on an existing node, its `PersistentNode` sets its own data there) and
+/// zkit's share one node: whoever starts on the other's node takes it over with its data and
+/// keeps it alive through the same child after the other closed; closing deletes nothing, and
+/// once both closed the server reaps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_nodes_are_kept_by_each_other() {
+    const TTL_MS: u64 = 1000;
+    let ttl = Duration::from_millis(TTL_MS);
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let client = s.client();
+        let mut j = Driven::start(&cp, &target.addr);
+        let touch_mzxid = |path: String| {
+            let c = client.clone();
+            async move {
+                c.check_stat(&format!("{path}/touch"))
+                    .await
+                    .unwrap()
+                    .map(|stat| stat.mzxid)
+            }
+        };
+
+        // Curator creates, zkit takes over, Curator closes: zkit keeps it through `touch`.
+        let path = unique_path("ttl-interop-java");
+        let started = j.ask(&format!("ttl-start {path} {TTL_MS} java")).await;
+        assert_eq!(started, "started", "{name}");
+        assert_eq!(client.get_data(&path).await.unwrap().0, b"java", "{name}");
+        let zkit_node = PersistentTtlNode::start(&s, &path, ttl, b"rust").unwrap();
+        zkit_node.wait_for_initial_create(LIMIT).await.unwrap();
+        assert_eq!(client.get_data(&path).await.unwrap().0, b"rust", "{name}");
+        assert_eq!(j.ask("ttl-close").await, "closed", "{name}");
+        let before = touch_mzxid(path.clone()).await.expect("touched");
+        common::eventually("zkit touches Curator's child", LIMIT, || {
+            let t = touch_mzxid(path.clone());
+            async move { t.await.is_some_and(|m| m > before) }
+        })
+        .await;
+        // Two TTLs and reaper passes later: still there, one child, zkit's data.
+        tokio::time::sleep(ttl * 2).await;
+        assert_eq!(client.get_data(&path).await.unwrap().0, b"rust", "{name}");
+        assert_eq!(common::children(&s, &path).await, vec!["touch"], "{name}");
+        zkit_node.close().await;
+
+        // zkit creates, Curator takes over, zkit closes: Curator keeps it; then both gone.
+        let path = unique_path("ttl-interop-zkit");
+        let zkit_node = PersistentTtlNode::start(&s, &path, ttl, b"rust").unwrap();
+        zkit_node.wait_for_initial_create(LIMIT).await.unwrap();
+        let started = j.ask(&format!("ttl-start {path} {TTL_MS} java")).await;
+        assert_eq!(started, "started", "{name}");
+        common::eventually("Curator sets its data", LIMIT, || {
+            let c = client.clone();
+            let p = path.clone();
+            async move { c.get_data(&p).await.unwrap().0 == b"java" }
+        })
+        .await;
+        zkit_node.close().await;
+        let before = touch_mzxid(path.clone()).await.expect("touched");
+        common::eventually("Curator touches zkit's child", LIMIT, || {
+            let t = touch_mzxid(path.clone());
+            async move { t.await.is_some_and(|m| m > before) }
+        })
+        .await;
+        assert_eq!(common::children(&s, &path).await, vec!["touch"], "{name}");
+        assert_eq!(j.ask("ttl-close").await, "closed", "{name}");
+        j.finish(name).await;
+        common::eventually("reaped once both closed", LIMIT, || {
+            let c = client.clone();
+            let p = path.clone();
+            async move { c.check_stat(&p).await.unwrap().is_none() }
+        })
+        .await;
+        eprintln!("{name}: curator ttl node interop ok");
     }
 }
