@@ -1,9 +1,11 @@
 //! Interop of the newer recipes with Apache Curator (Java), both ways, against every server of
 //! `common::servers()`: service discovery (curator-x-discovery's `ServiceDiscovery`, Debian's
 //! `libcurator-discovery-java`), `InterProcessSemaphoreMutex`, `DistributedPriorityQueue`,
-//! `DistributedIdQueue`, `DistributedDelayQueue`, and `DistributedAtomicLong` promoted to a
-//! lock; and `zkit service register`/`list` (the command line) against Curator's discovery. The
-//! Java side is one program compiled here with `javac`, run in one mode per step.
+//! `DistributedIdQueue`, `DistributedDelayQueue`, `DistributedAtomicLong` promoted to a lock,
+//! `InterProcessMultiLock`, `PersistentTtlNode` and `QueueSharder`; and `zkit service
+//! register`/`list` (the command line) against Curator's discovery. The Java side is one
+//! program compiled here with `javac`, run in one mode per step (or driven over stdin through a
+//! whole scenario: JVM starts are the slow part).
 //!
 //! Skips (with a SKIP line) when `javac` or the jars are missing, except under `CI`.
 
@@ -17,7 +19,9 @@ use common::{check_no_interleaving, foreign_finished, javac, servers, session};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::atomic::{AtomicOptions, DistributedAtomicLong, PromotedToLock};
 use zkit::discovery::{ServiceDiscovery, ServiceInstance};
-use zkit::distributed_queue::{DelayQueue, IdQueue, PriorityQueue};
+use zkit::distributed_queue::{
+    DelayQueue, IdQueue, PriorityQueue, QueueSharder, QueueSharderPolicies,
+};
 use zkit::lock::{MultiLock, Mutex, SemaphoreMutex};
 use zkit::ttl_node::PersistentTtlNode;
 use zkit::RetryPolicy;
@@ -145,6 +149,43 @@ public class CuratorRecipes {
                 if (n.increment().succeeded()) ok++;
             }
             System.out.println(ok);
+            break;
+        }
+        case "sharder": { // sharder QUEUE_PATH LEADER_PATH
+            // Shards of at most two items, a new one (leader only) when one reaches them.
+            QueueSharderPolicies policies = QueueSharderPolicies.builder()
+                .newQueueThreshold(2).thresholdCheckMs(100).maxQueues(2).build();
+            QueueSharder<String, DistributedQueue<String>> s = new QueueSharder<>(client,
+                (c, p) -> QueueBuilder.builder(c, null, TEXT, p).putInBackground(false).buildQueue(),
+                a[0], a[1], policies);
+            s.start();
+            for (int i = 0; i < 3; i++) s.getQueue().put("j" + i);
+            long end = System.currentTimeMillis() + 30000;
+            while (s.getShardQty() < 2) {
+                if (System.currentTimeMillis() > end) throw new IllegalStateException("no shard");
+                Thread.sleep(20);
+            }
+            for (int i = 3; i < 6; i++) s.getQueue().put("j" + i);
+            for (String p : new TreeSet<>(s.getQueuePaths())) System.out.println(p);
+            System.out.println("put");
+            System.out.flush();
+            s.close();
+            // Then take as many items as stdin says, from every shard.
+            int n = Integer.parseInt(new BufferedReader(new InputStreamReader(System.in)).readLine());
+            CountDownLatch done = new CountDownLatch(n);
+            QueueConsumer<String> consumer = new QueueConsumer<String>() {
+                public void consumeMessage(String m) {
+                    synchronized (System.out) { System.out.println(m); System.out.flush(); }
+                    done.countDown();
+                }
+                public void stateChanged(CuratorFramework c, ConnectionState st) {}
+            };
+            QueueSharder<String, DistributedQueue<String>> t = new QueueSharder<>(client,
+                (c, p) -> QueueBuilder.builder(c, consumer, TEXT, p).buildQueue(),
+                a[0], a[1], policies);
+            t.start();
+            if (!done.await(60, TimeUnit.SECONDS)) throw new IllegalStateException("not all taken");
+            t.close();
             break;
         }
         case "interactive": {
@@ -865,5 +906,78 @@ async fn ttl_nodes_are_kept_by_each_other() {
         })
         .await;
         eprintln!("{name}: curator ttl node interop ok");
+    }
+}
+
+/// Curator's `QueueSharder` keeps shard queues `<queue path>/queue-<uuid>` (`QUEUE_PREFIX`),
+/// each a `DistributedQueue`, and its leader adds one when a shard reaches the threshold.
+/// zkit's sharder started on Curator's path finds exactly Curator's shards and takes every
+/// item Curator put across them; Curator's sharder then takes every item zkit put.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_sharders_share_shards_and_items() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let path = unique_path("sharder-interop");
+        let leader = format!("{path}-leader");
+        let mut child = java(&cp, &[&target.addr, "sharder", &path, &leader])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("start java");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut next_line = async || {
+            tokio::time::timeout(Duration::from_secs(60), out.next_line())
+                .await
+                .expect("java replies in time")
+                .expect("java stdout")
+                .expect("java still running")
+        };
+        let mut java_shards = Vec::new();
+        loop {
+            let line = next_line().await;
+            if line == "put" {
+                break;
+            }
+            java_shards.push(line);
+        }
+        assert_eq!(java_shards.len(), 2, "{name}: {java_shards:?}");
+
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let policies = QueueSharderPolicies {
+            new_queue_threshold: 1000,
+            ..QueueSharderPolicies::default()
+        };
+        let sharder = QueueSharder::start(&s, &path, &leader, policies)
+            .await
+            .unwrap();
+        let mut zkit_shards = sharder.shard_paths();
+        zkit_shards.sort();
+        assert_eq!(zkit_shards, java_shards, "{name}: not Curator's shards");
+        let mut taken = Vec::new();
+        for _ in 0..6 {
+            let message = sharder.take_for(LIMIT).await.unwrap().expect("an item");
+            taken.push(String::from_utf8(message.items.concat()).unwrap());
+        }
+        taken.sort();
+        assert_eq!(taken, ["j0", "j1", "j2", "j3", "j4", "j5"], "{name}");
+        assert!(sharder.poll().await.unwrap().is_none(), "{name}");
+
+        for i in 0..4 {
+            sharder.put(format!("z{i}").as_bytes()).await.unwrap();
+        }
+        sharder.close().await;
+        stdin.write_all(b"4\n").await.expect("tell java");
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(next_line().await);
+        }
+        got.sort();
+        assert_eq!(got, ["z0", "z1", "z2", "z3"], "{name}");
+        drop(stdin);
+        foreign_finished(child, "java sharder", name).await;
+        eprintln!("{name}: curator queue sharder interop ok");
     }
 }
