@@ -23,7 +23,9 @@ use zkit::distributed_queue::{
     DelayQueue, IdQueue, PriorityQueue, QueueSharder, QueueSharderPolicies,
 };
 use zkit::lock::{MultiLock, Mutex, SemaphoreMutex};
+use zkit::persistent_watcher::{PersistentWatcher, WatchEvent};
 use zkit::ttl_node::PersistentTtlNode;
+use zkit::zkit_client as zk;
 use zkit::RetryPolicy;
 use zkit_testkit::{curator_classpath, unique_path, zkit_bin};
 
@@ -39,9 +41,11 @@ import org.apache.curator.framework.recipes.atomic.*;
 import org.apache.curator.framework.recipes.locks.*;
 import org.apache.curator.framework.recipes.nodes.*;
 import org.apache.curator.framework.recipes.queue.*;
+import org.apache.curator.framework.recipes.watch.*;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.*;
 import org.apache.curator.x.discovery.*;
+import org.apache.zookeeper.Watcher;
 
 public class CuratorRecipes {
     static final QueueSerializer<String> TEXT = new QueueSerializer<String>() {
@@ -194,6 +198,7 @@ public class CuratorRecipes {
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
             InterProcessMultiLock multi = null;
             PersistentTtlNode ttl = null;
+            BlockingQueue<String> events = new LinkedBlockingQueue<>();
             for (String line; (line = in.readLine()) != null; ) {
                 String[] c = line.split(" ");
                 String reply;
@@ -222,6 +227,36 @@ public class CuratorRecipes {
                     ttl = new PersistentTtlNode(client, c[1], Long.parseLong(c[2]), c[3].getBytes());
                     ttl.start();
                     reply = ttl.waitForInitialCreate(30, TimeUnit.SECONDS) ? "started" : "timeout";
+                    break;
+                case "watch": { // watch PATH: a recursive PersistentWatcher, once it is added
+                    PersistentWatcher w = new PersistentWatcher(client, c[1], true);
+                    CountDownLatch added = new CountDownLatch(1);
+                    w.getResetListenable().addListener(added::countDown);
+                    w.getListenable().addListener(e -> {
+                        if (e.getType() != Watcher.Event.EventType.None) {
+                            events.add(e.getType() + " " + e.getPath());
+                        }
+                    });
+                    w.start();
+                    reply = added.await(30, TimeUnit.SECONDS) ? "watching" : "timeout";
+                    break;
+                }
+                case "events": { // events N: the next N node events, comma-separated
+                    List<String> got = new ArrayList<>();
+                    for (int i = 0; i < Integer.parseInt(c[1]); i++) {
+                        String e = events.poll(30, TimeUnit.SECONDS);
+                        got.add(e == null ? "timeout" : e);
+                    }
+                    reply = String.join(",", got);
+                    break;
+                }
+                case "txn": // txn PATH: one transaction of four writes under PATH
+                    client.transaction().forOperations(
+                        client.transactionOp().create().forPath(c[1] + "/x", "1".getBytes()),
+                        client.transactionOp().setData().forPath(c[1] + "/x", "2".getBytes()),
+                        client.transactionOp().create().forPath(c[1] + "/x/y"),
+                        client.transactionOp().delete().forPath(c[1] + "/x/y"));
+                    reply = "ok";
                     break;
                 case "ttl-close":
                     ttl.close();
@@ -979,5 +1014,68 @@ async fn queue_sharders_share_shards_and_items() {
         drop(stdin);
         foreign_finished(child, "java sharder", name).await;
         eprintln!("{name}: curator queue sharder interop ok");
+    }
+}
+
+/// Curator's `PersistentWatcher` (recursive: `addWatch` with `PERSISTENT_RECURSIVE`) and
+/// zkit's see the same events, in commit order, for each other's writes: node created, data
+/// changed and deleted at any depth, and no child events (a recursive watch has none). Each
+/// server must then deliver the Java client's `addWatch` as Apache ZooKeeper does, and a
+/// Curator transaction's writes one event each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_watchers_see_each_others_writes() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let root = unique_path("pwatch-interop");
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let c = s.client();
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        c.create(&root, b"", &persistent).await.unwrap();
+        let mut j = Driven::start(&cp, &target.addr);
+        assert_eq!(j.ask(&format!("watch {root}")).await, "watching", "{name}");
+        let mut w = PersistentWatcher::new(&s, &root, true).unwrap();
+        let first = tokio::time::timeout(LIMIT, w.next()).await.expect("reset");
+        assert_eq!(first.unwrap(), WatchEvent::Reset, "{name}");
+
+        // zkit writes; Curator's watcher reports them.
+        let (a, b) = (format!("{root}/a"), format!("{root}/a/b"));
+        c.create(&a, b"", &persistent).await.unwrap();
+        c.create(&b, b"1", &persistent).await.unwrap();
+        c.set_data(&b, b"2", None).await.unwrap();
+        c.delete(&b, None).await.unwrap();
+        let seen = j.ask("events 4").await;
+        let expected =
+            format!("NodeCreated {a},NodeCreated {b},NodeDataChanged {b},NodeDeleted {b}");
+        assert_eq!(seen, expected, "{name}: Curator's watcher");
+
+        // Curator writes (one transaction); zkit's watcher reports them, after zkit's own.
+        assert_eq!(j.ask(&format!("txn {root}")).await, "ok", "{name}");
+        let (x, y) = (format!("{root}/x"), format!("{root}/x/y"));
+        let mut got = Vec::new();
+        while got.len() < 8 {
+            let event = tokio::time::timeout(LIMIT, w.next())
+                .await
+                .unwrap_or_else(|_| panic!("{name}: zkit watcher saw only {got:?}"))
+                .unwrap();
+            if let WatchEvent::Node(e) = event {
+                got.push(format!("{:?} {}", e.event_type, e.path));
+            }
+        }
+        let want = format!(
+            "{expected},NodeCreated {x},NodeDataChanged {x},NodeCreated {y},NodeDeleted {y}"
+        );
+        assert_eq!(got.join(","), want, "{name}: zkit's watcher");
+        // And Curator's own transaction, the same four on Curator's watcher.
+        let seen = j.ask("events 4").await;
+        assert_eq!(
+            seen,
+            format!("NodeCreated {x},NodeDataChanged {x},NodeCreated {y},NodeDeleted {y}"),
+            "{name}"
+        );
+        j.finish(name).await;
+        eprintln!("{name}: curator persistent watcher interop ok");
     }
 }
