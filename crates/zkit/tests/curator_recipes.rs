@@ -209,6 +209,7 @@ public class CuratorRecipes {
                     reply = "ok";
                     break;
                 case "multi-try": // multi-try MS
+                    sync(client, "/");
                     reply = multi.acquire(Long.parseLong(c[1]), TimeUnit.MILLISECONDS)
                         ? "held" : "busy";
                     break;
@@ -217,6 +218,7 @@ public class CuratorRecipes {
                     reply = "released";
                     break;
                 case "mutex-try": { // mutex-try PATH MS: one plain InterProcessMutex
+                    sync(client, "/");
                     InterProcessMutex m = new InterProcessMutex(client, c[1]);
                     boolean held = m.acquire(Long.parseLong(c[2]), TimeUnit.MILLISECONDS);
                     if (held) m.release();
@@ -273,6 +275,14 @@ public class CuratorRecipes {
         default:
             throw new IllegalArgumentException(mode);
         }
+    }
+
+    // Lets this client's server catch up with the leader: on an ensemble, the other side's
+    // latest writes may not have reached it yet (reads are only sequentially consistent).
+    static void sync(CuratorFramework client, String path) throws Exception {
+        CountDownLatch done = new CountDownLatch(1);
+        client.getZookeeperClient().getZooKeeper().sync(path, (rc, p, ctx) -> done.countDown(), null);
+        if (!done.await(30, TimeUnit.SECONDS)) throw new IllegalStateException("sync");
     }
 
     static void append(String file, String line) throws Exception {
@@ -814,6 +824,8 @@ async fn multi_locks_exclude_each_other() {
 
         // Curator holds both: zkit's multi-lock and a mutex on either path wait.
         assert_eq!(j.ask("multi-try 30000").await, "held", "{name}");
+        // (On an ensemble, let zkit's server catch up with Curator's writes: see `sync` in Java.)
+        s.client().sync("/").await.unwrap();
         for path in [&a, &b] {
             let kids = common::children(&s, path).await;
             assert_eq!(kids.len(), 1, "{name}: {path}: {kids:?}");
@@ -895,6 +907,7 @@ async fn ttl_nodes_are_kept_by_each_other() {
         let path = unique_path("ttl-interop-java");
         let started = j.ask(&format!("ttl-start {path} {TTL_MS} java")).await;
         assert_eq!(started, "started", "{name}");
+        client.sync("/").await.unwrap();
         assert_eq!(client.get_data(&path).await.unwrap().0, b"java", "{name}");
         let zkit_node = PersistentTtlNode::start(&s, &path, ttl, b"rust").unwrap();
         zkit_node.wait_for_initial_create(LIMIT).await.unwrap();
@@ -981,6 +994,7 @@ async fn queue_sharders_share_shards_and_items() {
         assert_eq!(java_shards.len(), 2, "{name}: {java_shards:?}");
 
         let s = session(&target.addr, Duration::from_secs(10)).await;
+        s.client().sync("/").await.unwrap();
         let policies = QueueSharderPolicies {
             new_queue_threshold: 1000,
             ..QueueSharderPolicies::default()
