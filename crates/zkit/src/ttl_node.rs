@@ -11,6 +11,11 @@
 //! owner's session loss and reconnects (the touching continues on the next session), so it
 //! suits "registered for as long as I am running" across flaky connections.
 //!
+//! Starting on an existing node (another owner's, a zkit or a Curator one) takes it over: its
+//! data is set to this owner's, as Curator's `PersistentNode` does when its create finds the
+//! node there (and again on every reconnection or re-creation), and both owners' touches of
+//! the shared child keep it alive.
+//!
 //! As in Curator, closing does not delete the node: it expires. The node is created again when
 //! it is missing (a reaper that ran during a long partition, someone deleting it).
 //!
@@ -215,16 +220,21 @@ fn unimplemented_explained(err: zk::Error) -> Error {
 }
 
 /// Makes sure the node exists (creating it and its parents), then touches the child.
-async fn round(inner: &Inner) -> Result<Option<zk::OneshotWatcher>> {
+/// One pass: create the node when missing; on a node this owner did not create (or has not
+/// yet claimed since it started or reconnected), set its data first, as Curator's
+/// `PersistentNode` does when its create finds the node existing; then touch the child.
+async fn round(inner: &Inner, claimed: &mut bool) -> Result<Option<zk::OneshotWatcher>> {
     let client = inner.session.client();
     let (stat, watcher) = client.check_and_watch_stat(&inner.path).await?;
     if stat.is_none() {
+        *claimed = false;
         let data = inner.data.borrow().clone();
         match client
             .create(&inner.path, &data, &ttl_options(inner.ttl))
             .await
         {
-            Ok(_) | Err(zk::Error::NodeExists) => {}
+            Ok(_) => *claimed = true,
+            Err(zk::Error::NodeExists) => {}
             Err(zk::Error::NoNode) => {
                 if let Some((parent, _)) = inner.path.rsplit_once('/') {
                     crate::discovery::make_parents(&client, parent).await?;
@@ -235,6 +245,15 @@ async fn round(inner: &Inner) -> Result<Option<zk::OneshotWatcher>> {
         }
         // Decide again with a watch on the node now in place.
         return Ok(None);
+    }
+    if !*claimed {
+        let data = inner.data.borrow().clone();
+        match client.set_data(&inner.path, &data, None).await {
+            Ok(_) => *claimed = true,
+            // Gone since the check: the watch tells, and the next round creates it.
+            Err(zk::Error::NoNode) => return Ok(Some(watcher)),
+            Err(err) => return Err(err.into()),
+        }
     }
     // Curator's `touch`: set the child's data; create it (a TTL node) when missing.
     match client.set_data(&inner.child, &[], None).await {
@@ -256,6 +275,10 @@ async fn round(inner: &Inner) -> Result<Option<zk::OneshotWatcher>> {
 async fn run(inner: Arc<Inner>) {
     let mut state = inner.session.watch_state();
     let mut next_touch = tokio::time::Instant::now();
+    // Whether the node holds this owner's data: it created the node, or set its data on the
+    // one it found. Cleared on every session change, as Curator's `PersistentNode` creates
+    // (or, finding it, sets) the node again on reconnection.
+    let mut claimed = false;
     loop {
         let connected = tokio::select! {
             () = inner.cancel.cancelled() => return,
@@ -267,7 +290,7 @@ async fn run(inner: Arc<Inner>) {
         state.mark_unchanged();
         let outcome = tokio::select! {
             () = inner.cancel.cancelled() => return,
-            r = round(&inner) => r,
+            r = round(&inner, &mut claimed) => r,
         };
         match outcome {
             Ok(Some(watcher)) => {
@@ -281,7 +304,7 @@ async fn run(inner: Arc<Inner>) {
                     () = tokio::time::sleep_until(next_touch) => {}
                     // Deleted (or data changed): look now rather than at the next touch.
                     _ = watcher.changed() => {}
-                    _ = state.changed() => {}
+                    _ = state.changed() => claimed = false,
                 }
             }
             Ok(None) => {}
@@ -292,7 +315,7 @@ async fn run(inner: Arc<Inner>) {
                 tokio::select! {
                     () = inner.cancel.cancelled() => return,
                     () = tokio::time::sleep(Duration::from_millis(200).min(inner.interval)) => {}
-                    _ = state.changed() => {}
+                    _ = state.changed() => claimed = false,
                 }
             }
         }

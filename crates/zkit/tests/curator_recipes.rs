@@ -1,9 +1,11 @@
 //! Interop of the newer recipes with Apache Curator (Java), both ways, against every server of
 //! `common::servers()`: service discovery (curator-x-discovery's `ServiceDiscovery`, Debian's
 //! `libcurator-discovery-java`), `InterProcessSemaphoreMutex`, `DistributedPriorityQueue`,
-//! `DistributedIdQueue`, `DistributedDelayQueue`, and `DistributedAtomicLong` promoted to a
-//! lock; and `zkit service register`/`list` (the command line) against Curator's discovery. The
-//! Java side is one program compiled here with `javac`, run in one mode per step.
+//! `DistributedIdQueue`, `DistributedDelayQueue`, `DistributedAtomicLong` promoted to a lock,
+//! `InterProcessMultiLock`, `PersistentTtlNode` and `QueueSharder`; and `zkit service
+//! register`/`list` (the command line) against Curator's discovery. The Java side is one
+//! program compiled here with `javac`, run in one mode per step (or driven over stdin through a
+//! whole scenario: JVM starts are the slow part).
 //!
 //! Skips (with a SKIP line) when `javac` or the jars are missing, except under `CI`.
 
@@ -17,8 +19,13 @@ use common::{check_no_interleaving, foreign_finished, javac, servers, session};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::atomic::{AtomicOptions, DistributedAtomicLong, PromotedToLock};
 use zkit::discovery::{ServiceDiscovery, ServiceInstance};
-use zkit::distributed_queue::{DelayQueue, IdQueue, PriorityQueue};
-use zkit::lock::SemaphoreMutex;
+use zkit::distributed_queue::{
+    DelayQueue, IdQueue, PriorityQueue, QueueSharder, QueueSharderPolicies,
+};
+use zkit::lock::{MultiLock, Mutex, SemaphoreMutex};
+use zkit::persistent_watcher::{PersistentWatcher, WatchEvent};
+use zkit::ttl_node::PersistentTtlNode;
+use zkit::zkit_client as zk;
 use zkit::RetryPolicy;
 use zkit_testkit::{curator_classpath, unique_path, zkit_bin};
 
@@ -32,10 +39,13 @@ import java.util.concurrent.*;
 import org.apache.curator.framework.*;
 import org.apache.curator.framework.recipes.atomic.*;
 import org.apache.curator.framework.recipes.locks.*;
+import org.apache.curator.framework.recipes.nodes.*;
 import org.apache.curator.framework.recipes.queue.*;
+import org.apache.curator.framework.recipes.watch.*;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.*;
 import org.apache.curator.x.discovery.*;
+import org.apache.zookeeper.Watcher;
 
 public class CuratorRecipes {
     static final QueueSerializer<String> TEXT = new QueueSerializer<String>() {
@@ -145,9 +155,134 @@ public class CuratorRecipes {
             System.out.println(ok);
             break;
         }
+        case "sharder": { // sharder QUEUE_PATH LEADER_PATH
+            // Shards of at most two items, a new one (leader only) when one reaches them.
+            QueueSharderPolicies policies = QueueSharderPolicies.builder()
+                .newQueueThreshold(2).thresholdCheckMs(100).maxQueues(2).build();
+            QueueSharder<String, DistributedQueue<String>> s = new QueueSharder<>(client,
+                (c, p) -> QueueBuilder.builder(c, null, TEXT, p).putInBackground(false).buildQueue(),
+                a[0], a[1], policies);
+            s.start();
+            for (int i = 0; i < 3; i++) s.getQueue().put("j" + i);
+            long end = System.currentTimeMillis() + 30000;
+            while (s.getShardQty() < 2) {
+                if (System.currentTimeMillis() > end) throw new IllegalStateException("no shard");
+                Thread.sleep(20);
+            }
+            for (int i = 3; i < 6; i++) s.getQueue().put("j" + i);
+            for (String p : new TreeSet<>(s.getQueuePaths())) System.out.println(p);
+            System.out.println("put");
+            System.out.flush();
+            s.close();
+            // Then take as many items as stdin says, from every shard.
+            int n = Integer.parseInt(new BufferedReader(new InputStreamReader(System.in)).readLine());
+            CountDownLatch done = new CountDownLatch(n);
+            QueueConsumer<String> consumer = new QueueConsumer<String>() {
+                public void consumeMessage(String m) {
+                    synchronized (System.out) { System.out.println(m); System.out.flush(); }
+                    done.countDown();
+                }
+                public void stateChanged(CuratorFramework c, ConnectionState st) {}
+            };
+            QueueSharder<String, DistributedQueue<String>> t = new QueueSharder<>(client,
+                (c, p) -> QueueBuilder.builder(c, consumer, TEXT, p).buildQueue(),
+                a[0], a[1], policies);
+            t.start();
+            if (!done.await(60, TimeUnit.SECONDS)) throw new IllegalStateException("not all taken");
+            t.close();
+            break;
+        }
+        case "interactive": {
+            // Driven over stdin, one reply line per command, so one JVM serves a whole
+            // scenario (JVM starts are the slow part).
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+            InterProcessMultiLock multi = null;
+            PersistentTtlNode ttl = null;
+            BlockingQueue<String> events = new LinkedBlockingQueue<>();
+            for (String line; (line = in.readLine()) != null; ) {
+                String[] c = line.split(" ");
+                String reply;
+                switch (c[0]) {
+                case "multi": // multi PATH... : a multi-lock over the paths, in this order
+                    multi = new InterProcessMultiLock(client,
+                        Arrays.asList(Arrays.copyOfRange(c, 1, c.length)));
+                    reply = "ok";
+                    break;
+                case "multi-try": // multi-try MS
+                    sync(client, "/");
+                    reply = multi.acquire(Long.parseLong(c[1]), TimeUnit.MILLISECONDS)
+                        ? "held" : "busy";
+                    break;
+                case "multi-release":
+                    multi.release();
+                    reply = "released";
+                    break;
+                case "mutex-try": { // mutex-try PATH MS: one plain InterProcessMutex
+                    sync(client, "/");
+                    InterProcessMutex m = new InterProcessMutex(client, c[1]);
+                    boolean held = m.acquire(Long.parseLong(c[2]), TimeUnit.MILLISECONDS);
+                    if (held) m.release();
+                    reply = held ? "held" : "busy";
+                    break;
+                }
+                case "ttl-start": // ttl-start PATH TTL_MS DATA
+                    ttl = new PersistentTtlNode(client, c[1], Long.parseLong(c[2]), c[3].getBytes());
+                    ttl.start();
+                    reply = ttl.waitForInitialCreate(30, TimeUnit.SECONDS) ? "started" : "timeout";
+                    break;
+                case "watch": { // watch PATH: a recursive PersistentWatcher, once it is added
+                    PersistentWatcher w = new PersistentWatcher(client, c[1], true);
+                    CountDownLatch added = new CountDownLatch(1);
+                    w.getResetListenable().addListener(added::countDown);
+                    w.getListenable().addListener(e -> {
+                        if (e.getType() != Watcher.Event.EventType.None) {
+                            events.add(e.getType() + " " + e.getPath());
+                        }
+                    });
+                    w.start();
+                    reply = added.await(30, TimeUnit.SECONDS) ? "watching" : "timeout";
+                    break;
+                }
+                case "events": { // events N: the next N node events, comma-separated
+                    List<String> got = new ArrayList<>();
+                    for (int i = 0; i < Integer.parseInt(c[1]); i++) {
+                        String e = events.poll(30, TimeUnit.SECONDS);
+                        got.add(e == null ? "timeout" : e);
+                    }
+                    reply = String.join(",", got);
+                    break;
+                }
+                case "txn": // txn PATH: one transaction of four writes under PATH
+                    client.transaction().forOperations(
+                        client.transactionOp().create().forPath(c[1] + "/x", "1".getBytes()),
+                        client.transactionOp().setData().forPath(c[1] + "/x", "2".getBytes()),
+                        client.transactionOp().create().forPath(c[1] + "/x/y"),
+                        client.transactionOp().delete().forPath(c[1] + "/x/y"));
+                    reply = "ok";
+                    break;
+                case "ttl-close":
+                    ttl.close();
+                    reply = "closed";
+                    break;
+                default:
+                    throw new IllegalArgumentException(line);
+                }
+                System.out.println(reply);
+                System.out.flush();
+            }
+            break;
+        }
         default:
             throw new IllegalArgumentException(mode);
         }
+    }
+
+    // Lets this client's server catch up with the leader: on an ensemble, the other side's
+    // latest writes may not have reached it yet (reads are only sequentially consistent).
+    static void sync(CuratorFramework client, String path) throws Exception {
+        CountDownLatch done = new CountDownLatch(1);
+        client.getZookeeperClient().getZooKeeper().sync(path, (rc, p, ctx) -> done.countDown(), null);
+        if (!done.await(30, TimeUnit.SECONDS)) throw new IllegalStateException("sync");
     }
 
     static void append(String file, String line) throws Exception {
@@ -629,5 +764,332 @@ async fn atomic_longs_promoted_to_the_same_lock_lose_no_increment() {
             "{}: curator atomic interop ok ({ours} + {theirs})",
             target.name
         );
+    }
+}
+
+/// The Java side in its `interactive` mode: one command line in, one reply line out.
+struct Driven {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    out: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Driven {
+    fn start(classpath: &str, addr: &str) -> Driven {
+        let mut child = java(classpath, &[addr, "interactive"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("start java");
+        let stdin = child.stdin.take().expect("stdin");
+        let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Driven { child, stdin, out }
+    }
+
+    async fn ask(&mut self, command: &str) -> String {
+        self.stdin
+            .write_all(format!("{command}\n").as_bytes())
+            .await
+            .expect("tell java");
+        let reply = tokio::time::timeout(Duration::from_secs(60), self.out.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("java: no reply to {command:?} in time"))
+            .expect("java stdout");
+        reply.unwrap_or_else(|| panic!("java exited on {command:?}"))
+    }
+
+    async fn finish(self, name: &str) {
+        drop(self.stdin);
+        foreign_finished(self.child, "java interactive", name).await;
+    }
+}
+
+/// Curator's `InterProcessMultiLock` is a list of `InterProcessMutex`es taken in the order
+/// given and released in reverse; zkit's `MultiLock` is a list of `Mutex`es (the same lock
+/// node layout) in sorted order. Whoever holds the multi-lock excludes the other's multi-lock
+/// and a single mutex on any one of the paths; releasing leaves no lock node behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_locks_exclude_each_other() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let base = unique_path("multi-lock-interop");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let zkit_multi = MultiLock::new(&s, &[&a, &b]).unwrap();
+        let mut j = Driven::start(&cp, &target.addr);
+        // Curator lists them the other way round: order does not matter for exclusion.
+        assert_eq!(j.ask(&format!("multi {b} {a}")).await, "ok");
+
+        // Curator holds both: zkit's multi-lock and a mutex on either path wait.
+        assert_eq!(j.ask("multi-try 30000").await, "held", "{name}");
+        // (On an ensemble, let zkit's server catch up with Curator's writes: see `sync` in Java.)
+        s.client().sync("/").await.unwrap();
+        for path in [&a, &b] {
+            let kids = common::children(&s, path).await;
+            assert_eq!(kids.len(), 1, "{name}: {path}: {kids:?}");
+            // InterProcessMutex's node: protected (`_c_<uuid>-`) `lock-` sequential.
+            assert!(
+                kids[0].starts_with("_c_") && kids[0].contains("-lock-"),
+                "{name}: {kids:?}"
+            );
+        }
+        let short = Duration::from_millis(300);
+        assert!(
+            matches!(
+                zkit_multi.try_lock_for(short).await,
+                Err(zkit::Error::Timeout(_))
+            ),
+            "{name}: zkit got the multi-lock Curator holds"
+        );
+        assert!(
+            matches!(
+                Mutex::new(&s, &b).try_lock_for(short).await,
+                Err(zkit::Error::Timeout(_))
+            ),
+            "{name}: zkit got a mutex under Curator's multi-lock"
+        );
+        assert_eq!(j.ask("multi-release").await, "released", "{name}");
+
+        // zkit holds both: Curator's multi-lock and a mutex on either path wait.
+        let guard = zkit_multi
+            .try_lock_for(LIMIT)
+            .await
+            .expect("zkit multi-lock");
+        assert_eq!(j.ask("multi-try 300").await, "busy", "{name}");
+        assert_eq!(j.ask(&format!("mutex-try {a} 300")).await, "busy", "{name}");
+        // A timed-out Curator multi-lock leaves nothing queued behind zkit's nodes.
+        for path in [&a, &b] {
+            assert_eq!(common::children(&s, path).await.len(), 1, "{name}: {path}");
+        }
+        guard.release().await.unwrap();
+        assert_eq!(j.ask("multi-try 30000").await, "held", "{name}");
+        assert_eq!(j.ask("multi-release").await, "released", "{name}");
+        j.finish(name).await;
+        // (Curator makes the lock parents containers: the server may have reaped them.)
+        for path in [&a, &b] {
+            let left = common::children(&s, path).await;
+            assert!(left.is_empty(), "{name}: {path}: {left:?}");
+        }
+        eprintln!("{name}: curator multi-lock interop ok");
+    }
+}
+
+/// Curator's `PersistentTtlNode` (a `PERSISTENT_WITH_TTL` node kept by touching its TTL child
+/// `touch`; started on an existing node, its `PersistentNode` sets its own data there) and
+/// zkit's share one node: whoever starts on the other's node takes it over with its data and
+/// keeps it alive through the same child after the other closed; closing deletes nothing, and
+/// once both closed the server reaps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_nodes_are_kept_by_each_other() {
+    const TTL_MS: u64 = 1000;
+    let ttl = Duration::from_millis(TTL_MS);
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let client = s.client();
+        let mut j = Driven::start(&cp, &target.addr);
+        let touch_mzxid = |path: String| {
+            let c = client.clone();
+            async move {
+                c.check_stat(&format!("{path}/touch"))
+                    .await
+                    .unwrap()
+                    .map(|stat| stat.mzxid)
+            }
+        };
+
+        // Curator creates, zkit takes over, Curator closes: zkit keeps it through `touch`.
+        let path = unique_path("ttl-interop-java");
+        let started = j.ask(&format!("ttl-start {path} {TTL_MS} java")).await;
+        assert_eq!(started, "started", "{name}");
+        client.sync("/").await.unwrap();
+        assert_eq!(client.get_data(&path).await.unwrap().0, b"java", "{name}");
+        let zkit_node = PersistentTtlNode::start(&s, &path, ttl, b"rust").unwrap();
+        zkit_node.wait_for_initial_create(LIMIT).await.unwrap();
+        assert_eq!(client.get_data(&path).await.unwrap().0, b"rust", "{name}");
+        assert_eq!(j.ask("ttl-close").await, "closed", "{name}");
+        let before = touch_mzxid(path.clone()).await.expect("touched");
+        common::eventually("zkit touches Curator's child", LIMIT, || {
+            let t = touch_mzxid(path.clone());
+            async move { t.await.is_some_and(|m| m > before) }
+        })
+        .await;
+        // Two TTLs and reaper passes later: still there, one child, zkit's data.
+        tokio::time::sleep(ttl * 2).await;
+        assert_eq!(client.get_data(&path).await.unwrap().0, b"rust", "{name}");
+        assert_eq!(common::children(&s, &path).await, vec!["touch"], "{name}");
+        zkit_node.close().await;
+
+        // zkit creates, Curator takes over, zkit closes: Curator keeps it; then both gone.
+        let path = unique_path("ttl-interop-zkit");
+        let zkit_node = PersistentTtlNode::start(&s, &path, ttl, b"rust").unwrap();
+        zkit_node.wait_for_initial_create(LIMIT).await.unwrap();
+        let started = j.ask(&format!("ttl-start {path} {TTL_MS} java")).await;
+        assert_eq!(started, "started", "{name}");
+        common::eventually("Curator sets its data", LIMIT, || {
+            let c = client.clone();
+            let p = path.clone();
+            async move { c.get_data(&p).await.unwrap().0 == b"java" }
+        })
+        .await;
+        zkit_node.close().await;
+        let before = touch_mzxid(path.clone()).await.expect("touched");
+        common::eventually("Curator touches zkit's child", LIMIT, || {
+            let t = touch_mzxid(path.clone());
+            async move { t.await.is_some_and(|m| m > before) }
+        })
+        .await;
+        assert_eq!(common::children(&s, &path).await, vec!["touch"], "{name}");
+        assert_eq!(j.ask("ttl-close").await, "closed", "{name}");
+        j.finish(name).await;
+        common::eventually("reaped once both closed", LIMIT, || {
+            let c = client.clone();
+            let p = path.clone();
+            async move { c.check_stat(&p).await.unwrap().is_none() }
+        })
+        .await;
+        eprintln!("{name}: curator ttl node interop ok");
+    }
+}
+
+/// Curator's `QueueSharder` keeps shard queues `<queue path>/queue-<uuid>` (`QUEUE_PREFIX`),
+/// each a `DistributedQueue`, and its leader adds one when a shard reaches the threshold.
+/// zkit's sharder started on Curator's path finds exactly Curator's shards and takes every
+/// item Curator put across them; Curator's sharder then takes every item zkit put.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_sharders_share_shards_and_items() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let path = unique_path("sharder-interop");
+        let leader = format!("{path}-leader");
+        let mut child = java(&cp, &[&target.addr, "sharder", &path, &leader])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("start java");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut next_line = async || {
+            tokio::time::timeout(Duration::from_secs(60), out.next_line())
+                .await
+                .expect("java replies in time")
+                .expect("java stdout")
+                .expect("java still running")
+        };
+        let mut java_shards = Vec::new();
+        loop {
+            let line = next_line().await;
+            if line == "put" {
+                break;
+            }
+            java_shards.push(line);
+        }
+        assert_eq!(java_shards.len(), 2, "{name}: {java_shards:?}");
+
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        s.client().sync("/").await.unwrap();
+        let policies = QueueSharderPolicies {
+            new_queue_threshold: 1000,
+            ..QueueSharderPolicies::default()
+        };
+        let sharder = QueueSharder::start(&s, &path, &leader, policies)
+            .await
+            .unwrap();
+        let mut zkit_shards = sharder.shard_paths();
+        zkit_shards.sort();
+        assert_eq!(zkit_shards, java_shards, "{name}: not Curator's shards");
+        let mut taken = Vec::new();
+        for _ in 0..6 {
+            let message = sharder.take_for(LIMIT).await.unwrap().expect("an item");
+            taken.push(String::from_utf8(message.items.concat()).unwrap());
+        }
+        taken.sort();
+        assert_eq!(taken, ["j0", "j1", "j2", "j3", "j4", "j5"], "{name}");
+        assert!(sharder.poll().await.unwrap().is_none(), "{name}");
+
+        for i in 0..4 {
+            sharder.put(format!("z{i}").as_bytes()).await.unwrap();
+        }
+        sharder.close().await;
+        stdin.write_all(b"4\n").await.expect("tell java");
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(next_line().await);
+        }
+        got.sort();
+        assert_eq!(got, ["z0", "z1", "z2", "z3"], "{name}");
+        drop(stdin);
+        foreign_finished(child, "java sharder", name).await;
+        eprintln!("{name}: curator queue sharder interop ok");
+    }
+}
+
+/// Curator's `PersistentWatcher` (recursive: `addWatch` with `PERSISTENT_RECURSIVE`) and
+/// zkit's see the same events, in commit order, for each other's writes: node created, data
+/// changed and deleted at any depth, and no child events (a recursive watch has none). Each
+/// server must then deliver the Java client's `addWatch` as Apache ZooKeeper does, and a
+/// Curator transaction's writes one event each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_watchers_see_each_others_writes() {
+    let Some((_dir, cp)) = compiled() else {
+        return;
+    };
+    for target in servers().await {
+        let name = target.name;
+        let root = unique_path("pwatch-interop");
+        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let c = s.client();
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        c.create(&root, b"", &persistent).await.unwrap();
+        let mut j = Driven::start(&cp, &target.addr);
+        assert_eq!(j.ask(&format!("watch {root}")).await, "watching", "{name}");
+        let mut w = PersistentWatcher::new(&s, &root, true).unwrap();
+        let first = tokio::time::timeout(LIMIT, w.next()).await.expect("reset");
+        assert_eq!(first.unwrap(), WatchEvent::Reset, "{name}");
+
+        // zkit writes; Curator's watcher reports them.
+        let (a, b) = (format!("{root}/a"), format!("{root}/a/b"));
+        c.create(&a, b"", &persistent).await.unwrap();
+        c.create(&b, b"1", &persistent).await.unwrap();
+        c.set_data(&b, b"2", None).await.unwrap();
+        c.delete(&b, None).await.unwrap();
+        let seen = j.ask("events 4").await;
+        let expected =
+            format!("NodeCreated {a},NodeCreated {b},NodeDataChanged {b},NodeDeleted {b}");
+        assert_eq!(seen, expected, "{name}: Curator's watcher");
+
+        // Curator writes (one transaction); zkit's watcher reports them, after zkit's own.
+        assert_eq!(j.ask(&format!("txn {root}")).await, "ok", "{name}");
+        let (x, y) = (format!("{root}/x"), format!("{root}/x/y"));
+        let mut got = Vec::new();
+        while got.len() < 8 {
+            let event = tokio::time::timeout(LIMIT, w.next())
+                .await
+                .unwrap_or_else(|_| panic!("{name}: zkit watcher saw only {got:?}"))
+                .unwrap();
+            if let WatchEvent::Node(e) = event {
+                got.push(format!("{:?} {}", e.event_type, e.path));
+            }
+        }
+        let want = format!(
+            "{expected},NodeCreated {x},NodeDataChanged {x},NodeCreated {y},NodeDeleted {y}"
+        );
+        assert_eq!(got.join(","), want, "{name}: zkit's watcher");
+        // And Curator's own transaction, the same four on Curator's watcher.
+        let seen = j.ask("events 4").await;
+        assert_eq!(
+            seen,
+            format!("NodeCreated {x},NodeDataChanged {x},NodeCreated {y},NodeDeleted {y}"),
+            "{name}"
+        );
+        j.finish(name).await;
+        eprintln!("{name}: curator persistent watcher interop ok");
     }
 }
