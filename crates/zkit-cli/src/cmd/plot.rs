@@ -99,6 +99,8 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
             .margin(12)
+            // Room for the last percentile label, centred on the right edge.
+            .margin_right(36)
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..x_max, 0.0..y_max)
