@@ -24,6 +24,7 @@ use hdrhistogram::Histogram;
 use zkit_client as zk;
 
 use crate::load::{ms, run_load, LoadReport, LoadSpec, OpMix};
+use crate::plot;
 use crate::servers::{disk_usage, free_port, zkit_binary, RunningServer};
 
 /// Upper bound of the latency histograms (60 s), in microseconds.
@@ -92,6 +93,10 @@ pub struct BenchCompareArgs {
     /// current directory].
     #[arg(long, default_value = "docs/PERFORMANCE.md")]
     pub output: PathBuf,
+    /// Where to draw both servers' latency percentile distributions (SVG), which the report
+    /// embeds; `-` for nowhere [default: perf-latency.svg next to the report].
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// The command line to record in the report [default: this process's own].
     #[arg(long, env = "ZKIT_BENCH_COMMAND", hide = true)]
     pub command_line: Option<String>,
@@ -952,8 +957,41 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
     );
 
     let output = (args.output.as_os_str() != "-").then(|| args.output.clone());
+    let plot_path = match (&args.plot, &output) {
+        (Some(p), _) if p.as_os_str() == "-" => None,
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(report)) => Some(report.with_file_name("perf-latency.svg")),
+        (None, None) => None,
+    };
+    let mut plot_link = None;
+    if let Some(path) = plot_path {
+        let series = latency_series(&z, &a);
+        if series.iter().all(|s| s.points.is_empty()) {
+            eprintln!("no percentile distributions (an older zkit?): no plot");
+        } else {
+            let svg = plot::svg(
+                "Latency percentiles: zkit serve and Apache ZooKeeper",
+                &series,
+                960,
+                600,
+            )?;
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&path, svg)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+            // The report links the plot by its name when they share a directory.
+            let same_dir = output.as_ref().is_some_and(|o| o.parent() == path.parent());
+            plot_link = Some(match path.file_name() {
+                Some(name) if same_dir => name.to_string_lossy().into_owned(),
+                _ => path.display().to_string(),
+            });
+        }
+    }
     if let Some(path) = output {
         let doc = performance_doc(&PerformanceDoc {
+            plot: plot_link.as_deref(),
             command: &command,
             quick,
             sizes: &sizes,
@@ -1042,7 +1080,37 @@ async fn compare_phases(
     Ok((z, a))
 }
 
+/// The series of the latency plot: the runs where latency is not queueing — one request at a
+/// time, and the same fixed offered load on both servers — for zkit, then Apache.
+fn latency_series(z: &ServerFigures, a: &ServerFigures) -> Vec<plot::Series> {
+    let mut series = Vec::new();
+    for (name, f) in [("zkit", z), ("Apache", a)] {
+        let runs = [
+            (f.sync_read.as_ref(), "sync get".to_string()),
+            (f.sync_write.as_ref(), "sync set".to_string()),
+            (
+                f.rated.as_ref(),
+                match f.offered_rate {
+                    Some(rate) => format!("mixed:90 at {rate}/s"),
+                    None => "mixed:90 at a fixed rate".to_string(),
+                },
+            ),
+        ];
+        for (run, what) in runs {
+            if let Some(r) = run.filter(|r| !r.percentiles.is_empty()) {
+                series.push(plot::Series {
+                    label: format!("{name} {what}"),
+                    points: r.percentiles.clone(),
+                });
+            }
+        }
+    }
+    series
+}
+
 struct PerformanceDoc<'a> {
+    /// The latency plot's link from the report, if one was drawn.
+    plot: Option<&'a str>,
     command: &'a str,
     quick: bool,
     sizes: &'a CompareSizes,
@@ -1117,6 +1185,16 @@ fn performance_doc(d: &PerformanceDoc<'_>) -> String {
         w = s.watchers,
     );
     let _ = writeln!(out, "## Results\n\n{}", d.table);
+    if let Some(link) = d.plot {
+        let _ = writeln!(
+            out,
+            "## Latency distribution\n\n\
+             Percentile distributions (HdrHistogram's: x is the percentile on a scale of nines, \
+             y the latency) of the runs where latency is not queueing: one request at a time, \
+             and both servers at the same fixed offered load.\n\n\
+             ![Latency percentiles of zkit serve and Apache ZooKeeper]({link})\n"
+        );
+    }
     let _ = writeln!(
         out,
         "Reading the table:\n\n\
@@ -1146,6 +1224,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn latency_plot_has_both_servers() {
+        let run = |p99| LoadReport {
+            ops: OpMix::Get,
+            sessions: 1,
+            inflight: 1,
+            completed: 100,
+            errors: 0,
+            elapsed: Duration::from_secs(1),
+            ops_per_sec: 100.0,
+            p50_us: 100,
+            p99_us: p99,
+            p999_us: p99,
+            max_us: p99,
+            first_error: None,
+            percentiles: vec![(0.0, 50), (90.0, 100), (99.0, p99)],
+        };
+        let z = ServerFigures {
+            sync_read: Some(run(300)),
+            rated: Some(run(900)),
+            offered_rate: Some(5000),
+            ..ServerFigures::default()
+        };
+        let a = ServerFigures {
+            sync_read: Some(run(700)),
+            ..ServerFigures::default()
+        };
+        let series = latency_series(&z, &a);
+        let labels: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "zkit sync get",
+                "zkit mixed:90 at 5000/s",
+                "Apache sync get"
+            ]
+        );
+        let svg = plot::svg("t", &series, 800, 500).unwrap();
+        assert!(labels.iter().all(|l| svg.contains(l)));
+    }
+
+    #[test]
     fn ratios_and_targets() {
         assert_eq!(ratio(Some(4.0), Some(2.0)), Some(2.0));
         assert_eq!(ratio(Some(4.0), Some(0.0)), None);
@@ -1162,6 +1281,7 @@ mod tests {
             p999_us: p99,
             max_us: p99,
             first_error: None,
+            percentiles: Vec::new(),
         };
         let z = ServerFigures {
             pipelined: vec![

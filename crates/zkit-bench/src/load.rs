@@ -92,6 +92,9 @@ pub struct LoadReport {
     pub max_us: u64,
     /// The first error seen, if any.
     pub first_error: Option<String>,
+    /// The percentile distribution, (percentile in %, µs); empty from a `zkit` that does not
+    /// print it.
+    pub percentiles: Vec<(f64, u64)>,
 }
 
 impl LoadReport {
@@ -126,6 +129,18 @@ impl LoadReport {
                 .get("first_error")
                 .and_then(Value::as_str)
                 .map(str::to_string),
+            percentiles: latency
+                .get("percentiles")
+                .and_then(Value::as_array)
+                .map(|points| {
+                    points
+                        .iter()
+                        .filter_map(|point| {
+                            Some((point.get(0)?.as_f64()?, point.get(1)?.as_u64()?))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -305,7 +320,8 @@ mod tests {
         let json: Value = serde_json::from_str(
             r#"{"ops":"get","sessions":4,"inflight":8,"completed":1000,"errors":2,
                 "seconds":2.0,"ops_per_sec":500.0,
-                "latency_us":{"p50":100,"p99":900,"p99_9":1500,"max":2000},
+                "latency_us":{"p50":100,"p99":900,"p99_9":1500,"max":2000,
+                              "percentiles":[[0.0,40],[90.0,700],[99.0,900]]},
                 "first_error":"connection to server has lost"}"#,
         )
         .unwrap();
@@ -318,6 +334,7 @@ mod tests {
             (r.p50_us, r.p99_us, r.p999_us, r.max_us),
             (100, 900, 1500, 2000)
         );
+        assert_eq!(r.percentiles, vec![(0.0, 40), (90.0, 700), (99.0, 900)]);
         assert_eq!(
             r.first_error.as_deref(),
             Some("connection to server has lost")

@@ -11,6 +11,8 @@
 //! - [`servers`]: starting, measuring and stopping the servers under test.
 //! - [`load`]: running `zkit bench server --json` / `zkit bench lock --json` and reading their
 //!   figures.
+//! - `plot`: the latency percentile chart (SVG), the very source file `zkit bench server
+//!   --plot` draws with (crates/zkit-cli/src/cmd/plot.rs), so both charts look the same.
 //!
 //! Nothing here knows where it was built: the `zkit` binary, the Apache start script and the
 //! report path are arguments (defaults: the `zkit` next to this executable, and
@@ -20,6 +22,11 @@
 mod compare;
 mod load;
 mod lock_compare;
+// The zkit binary's own plotting module, included rather than copied; its histogram helper is
+// for the load generator, which this harness runs as a process.
+#[allow(dead_code)]
+#[path = "../../zkit-cli/src/cmd/plot.rs"]
+mod plot;
 mod servers;
 
 use std::process::ExitCode;

@@ -48,10 +48,14 @@ pub struct BenchLockArgs {
     /// Print one JSON object per client count instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also draw the acquire latency percentile distributions, one line per client count,
+    /// into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// One measured row.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BenchRow {
     /// Contending clients.
     pub clients: usize,
@@ -65,6 +69,8 @@ pub struct BenchRow {
     pub p50: Duration,
     /// 99th percentile acquire latency.
     pub p99: Duration,
+    /// The acquire latency distribution, (percentile in %, µs), for plots.
+    pub percentiles: Vec<(f64, u64)>,
 }
 
 /// Runs `clients` contending sessions on one lock for `seconds`.
@@ -132,6 +138,7 @@ async fn measure(
         rate: cycles as f64 / elapsed.as_secs_f64(),
         p50: Duration::from_micros(total.value_at_quantile(0.50)),
         p99: Duration::from_micros(total.value_at_quantile(0.99)),
+        percentiles: super::plot::percentile_points(&total),
     })
 }
 
@@ -169,6 +176,7 @@ pub async fn run(args: BenchLockArgs) -> anyhow::Result<i32> {
     if !args.json {
         print_header();
     }
+    let mut series = Vec::new();
     for &clients in &args.clients {
         let row = measure(
             &args.server,
@@ -183,6 +191,14 @@ pub async fn run(args: BenchLockArgs) -> anyhow::Result<i32> {
         } else {
             print_row(&row);
         }
+        series.push(super::plot::Series {
+            label: format!("clients={} on {}", row.clients, args.server),
+            points: row.percentiles,
+        });
+    }
+    if let Some(file) = &args.plot {
+        let svg = super::plot::svg("zkit bench lock: acquire latency", &series, 900, 540)?;
+        std::fs::write(file, svg).with_context(|| format!("writing {}", file.display()))?;
     }
     Ok(0)
 }
@@ -200,6 +216,7 @@ mod tests {
             rate: 500.0,
             p50: Duration::from_micros(700),
             p99: Duration::from_micros(2900),
+            percentiles: Vec::new(),
         };
         assert_eq!(
             row_json(&row),

@@ -22,6 +22,8 @@ use futures::stream::{FuturesUnordered, StreamExt as _};
 use hdrhistogram::Histogram;
 use zkit_client as zk;
 
+use super::plot;
+
 /// Highest latency the histograms hold (60 s, in microseconds); longer ones are clamped.
 const MAX_LATENCY_US: u64 = 60_000_000;
 /// Session timeout the load generator asks for: long enough that a loaded 2-core machine does
@@ -119,6 +121,9 @@ pub struct BenchServerArgs {
     /// Print one JSON object instead of a text line.
     #[arg(long)]
     pub json: bool,
+    /// Also draw the latency percentile distribution into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// What a load run is asked to do.
@@ -173,6 +178,8 @@ pub struct LoadReport {
     pub max_us: u64,
     /// The first error seen, if any.
     pub first_error: Option<String>,
+    /// The percentile distribution, (percentile in %, µs), for plots.
+    pub percentiles: Vec<(f64, u64)>,
 }
 
 impl LoadReport {
@@ -187,6 +194,7 @@ impl LoadReport {
             "ops_per_sec": self.ops_per_sec,
             "latency_us": {
                 "p50": self.p50_us, "p99": self.p99_us, "p99_9": self.p999_us, "max": self.max_us,
+                "percentiles": self.percentiles,
             },
             "first_error": self.first_error,
         })
@@ -246,6 +254,15 @@ pub async fn run(args: BenchServerArgs) -> Result<i32> {
         label: args.ops.to_string(),
     };
     let report = run_load(&spec).await?;
+    if let Some(file) = &args.plot {
+        let series = [plot::Series {
+            label: format!("{} on {}", report.ops, args.server),
+            points: report.percentiles.clone(),
+        }];
+        let title = format!("zkit bench server: {} latency", report.ops);
+        let svg = plot::svg(&title, &series, 900, 540)?;
+        std::fs::write(file, svg).with_context(|| format!("writing {}", file.display()))?;
+    }
     if args.json {
         println!("{}", report.json());
     } else {
@@ -578,6 +595,7 @@ pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
         p999_us: q(0.999),
         max_us: if completed == 0 { 0 } else { histogram.max() },
         first_error,
+        percentiles: plot::percentile_points(&histogram),
     })
 }
 

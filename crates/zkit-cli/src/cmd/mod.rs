@@ -19,6 +19,7 @@ pub mod ledger;
 pub mod ledger_demo;
 pub mod lock;
 pub mod node;
+pub mod plot;
 pub mod proc;
 pub mod serve;
 pub mod service;
