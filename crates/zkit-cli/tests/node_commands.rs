@@ -102,6 +102,21 @@ async fn create_get_set_stat_ls_rm() {
     assert_eq!(out.stderr, "Error: node /missing does not exist (NoNode)\n");
     let out = zkit(s, &["create", "/app"]).await;
     assert_eq!(out.stderr, "Error: node /app already exists (NodeExists)\n");
+    // A missing parent is named, not the child; -p creates the parents (kazoo's makepath).
+    let out = zkit(s, &["create", "/jobs/x/job-", "--sequential"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "Error: cannot create /jobs/x/job-: its parent /jobs does not exist (NoNode); \
+         `zkit create -p` creates missing parents\n"
+    );
+    assert_eq!(
+        ok(s, &["create", "-p", "/jobs/x/job-", "--sequential"]).await,
+        "/jobs/x/job-0000000000\n"
+    );
+    ok(s, &["create", "/jobs/y"]).await;
+    assert_eq!(ok(s, &["create", "-p", "/jobs/y/z"]).await, "/jobs/y/z\n");
+    ok(s, &["rm", "--recursive", "/jobs"]).await;
     let out = zkit(s, &["rm", "/app"]).await;
     assert_eq!(out.code, 1);
     assert_eq!(out.stderr, "Error: node /app has children (NotEmpty)\n");

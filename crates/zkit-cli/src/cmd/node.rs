@@ -86,6 +86,11 @@ pub enum NodeCommand {
         /// TTL node (e.g. `30s`): removed when childless and unmodified for this long.
         #[arg(long, short = 't', value_parser = humantime::parse_duration)]
         ttl: Option<Duration>,
+        /// Create missing parents first, as persistent nodes open to everyone (kazoo's
+        /// `makepath`, Curator's `creatingParentsIfNeeded`); parents that exist are left as
+        /// they are.
+        #[arg(long, short = 'p')]
+        parents: bool,
         /// ACL entries in zkCli syntax (`auth::cdrwa`, `digest:user:hash:cdrwa`,
         /// `world:anyone:r`, `ip:10.0.0.0/8:r`), repeatable or comma-separated
         /// [default: world:anyone:cdrwa].
@@ -226,10 +231,14 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
             sequential,
             container,
             ttl,
+            parents,
             acl,
             ..
         } => {
             let acl = super::admin::parse_acl_list(&acl)?;
+            if parents {
+                create_parents(client, &path).await?;
+            }
             let mode = match (ephemeral, sequential, container) {
                 (true, true, _) => CreateMode::EphemeralSequential,
                 (true, false, _) => CreateMode::Ephemeral,
@@ -246,10 +255,21 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
             if let Some(ttl) = ttl {
                 options = options.with_ttl(ttl);
             }
-            let (_, sequence) = client
+            let (_, sequence) = match client
                 .create(&path, data.unwrap_or_default().as_bytes(), &options)
                 .await
-                .map_err(|e| node_error(e, &path))?;
+            {
+                Ok(created) => created,
+                // NoNode from a create means a missing parent: name it, not the child.
+                Err(ZkError::NoNode) => {
+                    let parent = missing_parent(client, &path).await;
+                    return Err(anyhow!(
+                        "cannot create {path}: its parent {parent} does not exist (NoNode); \
+                         `zkit create -p` creates missing parents"
+                    ));
+                }
+                Err(e) => return Err(node_error(e, &path)),
+            };
             if sequential {
                 println!("{path}{sequence}");
             } else {
@@ -358,6 +378,39 @@ fn print_lines(lines: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The ancestors of `path`, shortest first (`/a/b/c` → `/a`, `/a/b`); none for `/x`. A chroot
+/// in the connect string is the client's business: paths here are relative to it.
+fn ancestors(path: &str) -> Vec<&str> {
+    path.match_indices('/')
+        .map(|(i, _)| &path[..i])
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// Creates every missing ancestor of `path` as a persistent, open node.
+async fn create_parents(client: &Client, path: &str) -> anyhow::Result<()> {
+    let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    for parent in ancestors(path) {
+        match client.create(parent, b"", &options).await {
+            // Someone else (or an earlier run) made it: what -p wants either way.
+            Ok(_) | Err(ZkError::NodeExists) => {}
+            Err(e) => return Err(node_error(e, parent)),
+        }
+    }
+    Ok(())
+}
+
+/// The shortest ancestor of `path` that does not exist (or the parent, if that cannot be read).
+async fn missing_parent(client: &Client, path: &str) -> String {
+    let chain = ancestors(path);
+    for parent in &chain {
+        if let Ok(None) = client.check_stat(parent).await {
+            return (*parent).to_string();
+        }
+    }
+    chain.last().map_or("/", |p| p).to_string()
+}
+
 /// A readable error naming the node and ZooKeeper's error code.
 pub fn node_error(err: ZkError, path: &str) -> anyhow::Error {
     let what = match &err {
@@ -411,6 +464,12 @@ fn format_time(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ancestors_are_shortest_first_without_the_root() {
+        assert_eq!(ancestors("/a/b/c"), vec!["/a", "/a/b"]);
+        assert!(ancestors("/x").is_empty());
+    }
 
     #[test]
     fn child_paths_join_with_one_slash() {
