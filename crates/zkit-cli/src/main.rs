@@ -31,6 +31,12 @@ enum Command {
     /// Read or replace a node's ACL.
     #[command(subcommand)]
     Acl(cmd::admin::AclCommand),
+    /// Print the digest ACL id of USER:PASSWORD (`user:base64(sha1(user:password))`, as Apache's
+    /// DigestAuthenticationProvider computes it), for `digest:<id>:cdrwa` ACLs and superDigest.
+    Digest {
+        /// `user:password`.
+        user_password: String,
+    },
     /// Write the tree (data, ACLs, modes) as JSON lines, for `zkit import`.
     Export(cmd::export::ExportArgs),
     /// Load what `zkit export` wrote into a server.
@@ -141,6 +147,16 @@ async fn run(cli: Cli) -> ExitCode {
         )),
         Command::Ledger(command) => cmd::ledger::run(command).await.map(ExitCode::from),
         Command::Ui(args) => cmd::ui::run(args).await,
+        Command::Digest { user_password } => {
+            if user_password.contains(':') {
+                println!("{}", zkit_core::acl::digest_id(&user_password));
+                Ok(ExitCode::SUCCESS)
+            } else {
+                Err(anyhow::anyhow!(
+                    "expected USER:PASSWORD, got {user_password:?} (no ':')"
+                ))
+            }
+        }
         Command::Service(command) => cmd::service::run(command).await.map(exit_code),
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
         Command::Bench(BenchCommand::Server(args)) => {

@@ -131,6 +131,19 @@ async fn create_get_set_stat_ls_rm() {
     server.stop().await;
 }
 
+/// `zkit digest` prints Apache's digest id: the superDigest `scripts/apache-zk` gives Apache
+/// ZooKeeper for `super:test` (computed by Apache's DigestAuthenticationProvider).
+#[tokio::test]
+async fn digest_prints_apaches_digest_id() {
+    assert_eq!(
+        ok("", &["digest", "super:test"]).await,
+        "super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n"
+    );
+    let out = zkit("", &["digest", "nocolon"]).await;
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("USER:PASSWORD"), "{}", out.stderr);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_flag_env_default_and_chroot() {
     let server = Server::start(ServerConfig::ephemeral()).await.unwrap();
