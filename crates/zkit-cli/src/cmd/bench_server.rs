@@ -279,21 +279,6 @@ async fn connect(server: &str) -> Result<zk::Client> {
         .with_context(|| format!("connecting to {server}"))
 }
 
-/// Creates `path` and its missing ancestors (persistent, open ACL).
-async fn ensure_path(client: &zk::Client, path: &str) -> Result<()> {
-    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    let mut prefix = String::new();
-    for part in path.split('/').filter(|p| !p.is_empty()) {
-        prefix.push('/');
-        prefix.push_str(part);
-        match client.create(&prefix, b"", &options).await {
-            Ok(_) | Err(zk::Error::NodeExists) => {}
-            Err(e) => return Err(e).with_context(|| format!("creating {prefix}")),
-        }
-    }
-    Ok(())
-}
-
 /// Runs `work(i)` for `i in 0..count` with up to `window` of them in flight.
 async fn pipelined<F, Fut>(count: usize, window: usize, work: F) -> Result<()>
 where
@@ -498,7 +483,7 @@ fn spawn_progress(label: String, count: Arc<AtomicU64>, done: Arc<AtomicBool>) {
 pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
     let setup = connect(&spec.server).await?;
     let dir = run_dir(&spec.path);
-    ensure_path(&setup, &dir).await?;
+    super::node::ensure_path(&setup, &dir).await?;
     let keys: Vec<String> = match spec.ops {
         OpMix::Get | OpMix::Set | OpMix::Mixed { .. } => {
             (0..KEY_COUNT).map(|i| format!("{dir}/k{i}")).collect()

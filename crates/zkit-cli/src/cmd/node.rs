@@ -237,7 +237,9 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
         } => {
             let acl = super::admin::parse_acl_list(&acl)?;
             if parents {
-                create_parents(client, &path).await?;
+                if let Some(parent) = ancestors(&path).last() {
+                    ensure_path(client, parent).await?;
+                }
             }
             let mode = match (ephemeral, sequential, container) {
                 (true, true, _) => CreateMode::EphemeralSequential,
@@ -387,14 +389,15 @@ fn ancestors(path: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Creates every missing ancestor of `path` as a persistent, open node.
-async fn create_parents(client: &Client, path: &str) -> anyhow::Result<()> {
+/// Creates `path` and its missing ancestors as persistent, open nodes (kazoo's `ensure_path`);
+/// nodes that exist are left as they are.
+pub async fn ensure_path(client: &Client, path: &str) -> anyhow::Result<()> {
     let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
-    for parent in ancestors(path) {
-        match client.create(parent, b"", &options).await {
-            // Someone else (or an earlier run) made it: what -p wants either way.
+    for node in ancestors(path).into_iter().chain(std::iter::once(path)) {
+        match client.create(node, b"", &options).await {
+            // Someone else (or an earlier run) made it: what is wanted either way.
             Ok(_) | Err(ZkError::NodeExists) => {}
-            Err(e) => return Err(node_error(e, parent)),
+            Err(e) => return Err(node_error(e, node)),
         }
     }
     Ok(())
