@@ -375,6 +375,8 @@ async fn group_membership_and_persistent_node_come_back() {
             members.push(m);
             sessions.push(s);
         }
+        // The others joined through their own sessions, perhaps on other ensemble members.
+        sessions[0].client().sync(&path).await.unwrap();
         let all = members[0].members().await.unwrap();
         assert_eq!(
             all.keys().cloned().collect::<Vec<_>>(),
@@ -382,6 +384,8 @@ async fn group_membership_and_persistent_node_come_back() {
         );
         assert_eq!(all["m1"], b"p1");
         members.pop().unwrap().leave().await;
+        // The leave went through another session, perhaps on another ensemble member.
+        sessions[0].client().sync(&path).await.unwrap();
         assert_eq!(
             members[0].members().await.unwrap().len(),
             2,
@@ -396,6 +400,7 @@ async fn group_membership_and_persistent_node_come_back() {
             PersistentNode::start(&s, &node_path, b"here", zk::CreateMode::Ephemeral).unwrap();
         node.wait_present(LIMIT).await.unwrap();
         let other = session(&target.addr, Duration::from_secs(10)).await;
+        other.client().sync(&node_path).await.unwrap();
         other.client().delete(&node_path, None).await.unwrap();
         eventually("node recreated", LIMIT, || async {
             other

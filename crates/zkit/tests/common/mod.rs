@@ -46,8 +46,15 @@ where
     }
 }
 
-/// Children of `path` (empty when it does not exist).
+/// Children of `path` (empty when it does not exist), as of now: `sync` first, so that a
+/// session on another ensemble member than the writer's sees every write acknowledged before
+/// the call (ZooKeeper promises one session's order, not a fresh view across sessions).
 pub async fn children(session: &Session, path: &str) -> Vec<String> {
+    session
+        .client()
+        .sync(path)
+        .await
+        .unwrap_or_else(|err| panic!("sync {path}: {err}"));
     match session.client().list_children(path).await {
         Ok(children) => children,
         Err(zkit::zkit_client::Error::NoNode) => Vec::new(),
