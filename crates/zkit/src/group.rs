@@ -76,6 +76,10 @@ impl GroupMember {
 
 /// The members of the group at `path` and their payloads (empty if it does not exist).
 ///
+/// As seen by the server this session is connected to: on an ensemble, a member that joined
+/// or left through another session may not show yet; `sync` the path first for a view that
+/// includes every change acknowledged before the call.
+///
 /// # Errors
 /// ZooKeeper errors.
 pub async fn members(session: &Session, path: &str) -> Result<BTreeMap<String, Vec<u8>>> {

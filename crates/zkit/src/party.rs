@@ -114,6 +114,10 @@ impl Party {
 /// The identifiers of the members of the [`Party`] at `path`, in node-name order (empty when it
 /// does not exist).
 ///
+/// As seen by the server this session is connected to: on an ensemble, a member that joined
+/// or left through another session may not show yet; `sync` the path first for a view that
+/// includes every change acknowledged before the call.
+///
 /// # Errors
 /// ZooKeeper errors.
 pub async fn members(session: &Session, path: &str) -> Result<Vec<String>> {

@@ -134,8 +134,18 @@ impl Session {
 }
 
 /// Finds the child of `parent` made with `uuid`, if any.
+///
+/// `sync` first: after a reconnect the session may be served by another ensemble member, which
+/// need not have applied the uncertain create yet (the session's last-seen zxid does not cover
+/// a reply it never got). The sync's reply comes after that member has applied everything the
+/// leader had committed or proposed when the sync reached it; a create still on its way from
+/// the old member to the leader can arrive later, a window no client-side step closes.
 async fn find_by_uuid(client: &zk::Client, parent: &str, uuid: &str) -> Result<Option<String>> {
     let marker = protected_marker(uuid);
+    match client.sync(parent).await {
+        Ok(()) | Err(zk::Error::NoNode) => {}
+        Err(err) => return Err(err.into()),
+    }
     match client.list_children(parent).await {
         Ok(children) => Ok(children.into_iter().find(|c| c.starts_with(&marker))),
         Err(zk::Error::NoNode) => Ok(None),
@@ -439,6 +449,11 @@ pub fn spawn_orphan_cleanup(session: &Session, parent: &str, uuid: &str) {
 pub async fn delete_by_uuid(session: &Session, parent: &str, uuid: &str) -> Result<()> {
     let client = session.client();
     let marker = protected_marker(uuid);
+    // As in `find_by_uuid`: an orphan made through another member must be visible here.
+    match client.sync(parent).await {
+        Ok(()) | Err(zk::Error::NoNode) => {}
+        Err(err) => return Err(err.into()),
+    }
     let children = match client.list_children(parent).await {
         Ok(children) => children,
         Err(zk::Error::NoNode) => return Ok(()),

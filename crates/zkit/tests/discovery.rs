@@ -189,7 +189,9 @@ async fn registration_comes_back_after_session_loss_and_deletion() {
         let discovery = ServiceDiscovery::<Details>::new(&s, &base).unwrap();
         discovery.register(&api("a", 1, "x")).await.unwrap();
         let path = format!("{base}/api/a");
+        // `sync` first: the observer may be served by another ensemble member than `s`.
         let owner = |o: zkit::Session, p: String| async move {
+            o.client().sync(&p).await.unwrap();
             o.client()
                 .check_stat(&p)
                 .await
@@ -200,6 +202,7 @@ async fn registration_comes_back_after_session_loss_and_deletion() {
         assert_eq!(first_owner, Some(s.session_id()));
 
         // Someone deletes it: it is recreated at once.
+        observer.client().sync(&path).await.unwrap();
         observer.client().delete(&path, None).await.unwrap();
         eventually("re-created after deletion", LIMIT, || {
             let (o, p) = (observer.clone(), path.clone());

@@ -79,6 +79,7 @@ elif mode in ("party", "shallow"):
     party.join()
     out("joined")
     wait_line()
+    zk.sync(a[0])  # zkit's member joined through another session, perhaps another server
     out("members " + ",".join(sorted(party)))
     party.leave()
 elif mode == "partition":
@@ -389,6 +390,8 @@ async fn parties_are_shared_with_kazoo() {
             let members = if mode == "party" {
                 let me = Party::join(&s, &path, "rs-member").unwrap();
                 me.wait_joined(LIMIT).await.unwrap();
+                // kazoo joined through its own session, perhaps on another ensemble member.
+                s.client().sync(&path).await.unwrap();
                 let members = me.members().await.unwrap();
                 python.tell("list").await;
                 let kazoo_sees = python.line().await;
@@ -397,6 +400,8 @@ async fn parties_are_shared_with_kazoo() {
             } else {
                 let me = ShallowParty::join(&s, &path, "rs-member").unwrap();
                 me.wait_joined(LIMIT).await.unwrap();
+                // kazoo joined through its own session, perhaps on another ensemble member.
+                s.client().sync(&path).await.unwrap();
                 let members = me.members().await.unwrap();
                 python.tell("list").await;
                 let kazoo_sees = python.line().await;

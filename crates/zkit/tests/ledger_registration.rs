@@ -44,7 +44,9 @@ async fn registration_follows_the_bookie_mode_and_life() {
         let available = format!("{root}/available");
         let readonly = format!("{root}/available/readonly");
 
-        // Registered: an ephemeral of the bookie's session.
+        // Registered: an ephemeral of the bookie's session. `sync` first: the observer may be
+        // served by another ensemble member than the bookie's session.
+        observer.client().sync(&root).await.unwrap();
         let (_, stat) = observer
             .client()
             .get_data(&format!("{available}/{id}"))

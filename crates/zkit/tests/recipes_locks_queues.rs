@@ -74,6 +74,7 @@ async fn multi_lock_is_all_or_none_and_opposite_orders_do_not_deadlock() {
         let guard = multi.lock().await.unwrap();
         assert_eq!(guard.fencing_tokens().len(), 2);
         let node = guard.guards()[1].path().to_string();
+        other.client().sync(&node).await.unwrap();
         other.client().delete(&node, None).await.unwrap();
         tokio::time::timeout(LIMIT, guard.lost().cancelled())
             .await

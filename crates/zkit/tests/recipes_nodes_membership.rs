@@ -44,6 +44,9 @@ async fn parties_list_members_and_rejoin_after_session_loss() {
             v.sort();
             v
         };
+        // "one" joined through another session, perhaps on another ensemble member.
+        s.client().sync(&deep).await.unwrap();
+        s.client().sync(&shallow).await.unwrap();
         assert_eq!(
             sorted(members(&s, &deep).await.unwrap()),
             vec!["one", "two"],
@@ -350,6 +353,8 @@ async fn atomics_lose_no_update_under_contention_and_follow_curator() {
         }
         let s = session(&target.addr, Duration::from_secs(10)).await;
         let counter = DistributedAtomicLong::new(&s, &path, AtomicOptions::default()).unwrap();
+        // The increments went through other sessions, perhaps on other ensemble members.
+        s.client().sync(&path).await.unwrap();
         assert_eq!(counter.get().await.unwrap(), ok, "{name}: lost or doubled");
         assert_eq!(
             ok, 80,

@@ -116,7 +116,9 @@ async fn registered_while_cmd_runs_and_signals_are_passed_on() {
             "{name}: CMD's environment"
         );
 
-        // Registered before CMD started: visible now to the library, list and watch.
+        // Registered before CMD started: visible now to the library, list and watch (`sync`
+        // first: zkit service's session may be on another ensemble member).
+        s.client().sync(&base).await.unwrap();
         let found = discovery.query_for_instances("web").await.unwrap();
         assert_eq!(found.len(), 1, "{name}: {found:?}");
         assert_eq!(found[0].id, "web-1");
@@ -159,6 +161,7 @@ async fn registered_while_cmd_runs_and_signals_are_passed_on() {
             log_text(&log).ends_with("term\n"),
             "{name}: CMD got SIGTERM"
         );
+        s.client().sync(&base).await.unwrap();
         assert!(
             discovery
                 .query_for_instances("web")

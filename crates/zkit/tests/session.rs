@@ -186,6 +186,7 @@ async fn giving_up_leaves_no_orphan() {
         match create.await.expect("task") {
             Ok(node) => {
                 // The create won the race with the drop: the node is the caller's to delete.
+                observer.client().sync(&node.path).await.expect("sync");
                 observer
                     .client()
                     .delete(&node.path, None)
