@@ -16,19 +16,15 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use hdrhistogram::Histogram;
 use zkit::txn::{Coordinator, Outcome, Participant, Resource, TxnError, TxnOptions, Vote};
-use zkit::{Session, SessionOptions};
+use zkit::Session;
+
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
 
 /// Arguments of `zkit bench txn`.
 #[derive(Debug, clap::Args)]
 pub struct BenchTxnArgs {
-    /// ZooKeeper connect string.
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Sequential transactions for the latency figures.
     #[arg(long, default_value_t = 500)]
     pub latency_txns: usize,
@@ -36,7 +32,7 @@ pub struct BenchTxnArgs {
     #[arg(long, default_value_t = 5)]
     pub seconds: u64,
     /// Transactions in flight during the throughput run.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, alias = "inflight", default_value_t = 64)]
     pub in_flight: usize,
 }
 
@@ -97,10 +93,8 @@ pub struct BenchTxnReport {
     pub throughput: f64,
 }
 
-async fn connect(server: &str) -> anyhow::Result<Session> {
-    Session::connect(server, SessionOptions::default())
-        .await
-        .with_context(|| format!("cannot connect to {server}"))
+async fn connect(conn: &ConnArgs) -> anyhow::Result<Session> {
+    conn.session(DEFAULT_SESSION_TIMEOUT).await
 }
 
 /// Runs the benchmark and returns the figures.
@@ -120,7 +114,7 @@ pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
     let names = ["P1", "P2", "P3"];
     let mut keep = Vec::new();
     for name in names {
-        let session = connect(&args.server).await?;
+        let session = connect(&args.conn).await?;
         let participant = Participant::start(
             &session,
             &options,
@@ -130,7 +124,7 @@ pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
         )?;
         keep.push((session, participant));
     }
-    let session = connect(&args.server).await?;
+    let session = connect(&args.conn).await?;
     let coordinator = Coordinator::new(&session, options)?;
     // Warm-up: directories, inboxes, connections.
     for _ in 0..20 {
@@ -178,9 +172,17 @@ async fn run_one(coordinator: &Coordinator, names: &[&str]) -> anyhow::Result<()
 }
 
 /// `zkit bench txn`: prints the figures.
-pub async fn run(args: BenchTxnArgs) -> anyhow::Result<i32> {
+pub async fn run(args: BenchTxnArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: BenchTxnArgs) -> anyhow::Result<i32> {
     let report = bench(&args).await?;
-    println!("zkit bench txn — {} (3 participants, all yes)", args.server);
+    println!(
+        "zkit bench txn — {} (3 participants, all yes)",
+        args.conn.server
+    );
     println!(
         "  latency ({} sequential): median {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         args.latency_txns,

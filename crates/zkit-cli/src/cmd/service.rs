@@ -22,7 +22,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use tokio::signal::unix::{signal, SignalKind};
 use zkit::discovery::{JsonInstanceSerializer, ServiceDiscovery, ServiceInstance, UriSpec};
-use zkit::{Session, SessionOptions};
+use zkit::Session;
+
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
 
 /// zkit's exit code when CMD could not be started.
 pub const EXIT_CANNOT_EXECUTE: i32 = 126;
@@ -43,20 +45,11 @@ pub enum ServiceCommand {
 /// Where the services are.
 #[derive(Debug, clap::Args)]
 pub struct Connection {
-    /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// The discovery base path (Curator's `basePath`).
     #[arg(long, default_value = zkit::discovery::DEFAULT_BASE_PATH)]
     pub base: String,
-    /// ZooKeeper session timeout.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    pub session_timeout: Duration,
     /// The Java class named in object payloads' `@class` (what a Java `ServiceDiscovery` casts
     /// the payload to); "none" writes no type information.
     #[arg(long, default_value = zkit::discovery::instance::DEFAULT_PAYLOAD_CLASS)]
@@ -120,7 +113,12 @@ pub struct NamesArgs {
 ///
 /// # Errors
 /// Connection and ZooKeeper errors, a payload that is not JSON, a CMD that cannot be waited for.
-pub async fn run(command: ServiceCommand) -> Result<i32> {
+pub async fn run(command: ServiceCommand) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(command).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(command: ServiceCommand) -> anyhow::Result<i32> {
     match command {
         ServiceCommand::Register(args) => register(args).await,
         ServiceCommand::List(args) => list(args).await,
@@ -135,12 +133,7 @@ fn serializer(connection: &Connection) -> JsonInstanceSerializer {
 }
 
 async fn connect(connection: &Connection) -> Result<(Session, ServiceDiscovery)> {
-    let session = Session::connect(
-        &connection.server,
-        SessionOptions::default().with_session_timeout(connection.session_timeout),
-    )
-    .await
-    .with_context(|| format!("connecting to {}", connection.server))?;
+    let session = connection.conn.session(DEFAULT_SESSION_TIMEOUT).await?;
     let discovery =
         ServiceDiscovery::new(&session, &connection.base)?.with_serializer(serializer(connection));
     Ok((session, discovery))
@@ -283,7 +276,9 @@ async fn register(args: RegisterArgs) -> Result<i32> {
     // Unregister only now that CMD has exited: never listed while not running, never running
     // unlisted for longer than a session loss.
     match tokio::time::timeout(
-        args.connection.session_timeout,
+        args.connection
+            .conn
+            .session_timeout_or(DEFAULT_SESSION_TIMEOUT),
         discovery.unregister(&instance.id),
     )
     .await

@@ -28,33 +28,25 @@ use zkit::txn::{
 };
 use zkit::{Session, SessionOptions};
 
+use super::conn::ConnArgs;
+
+/// The session timeout of `zkit txn` unless `--session-timeout` says otherwise: short, so a
+/// participant's death is noticed quickly.
+const TXN_SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// Options every `zkit txn` command shares.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TxnCommon {
-    /// ZooKeeper connect string.
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Root znode of the transactions.
     #[arg(long, default_value = zkit::txn::DEFAULT_ROOT)]
     pub root: String,
-    /// Requested session timeout.
-    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
-    pub session_timeout: Duration,
 }
 
 impl TxnCommon {
     async fn session(&self) -> Result<Session> {
-        Session::connect(
-            &self.server,
-            SessionOptions::default().with_session_timeout(self.session_timeout),
-        )
-        .await
-        .with_context(|| format!("cannot connect to {}", self.server))
+        self.conn.session(TXN_SESSION_TIMEOUT).await
     }
 }
 
@@ -135,7 +127,12 @@ pub enum TxnCommand {
 }
 
 /// Runs `zkit txn …`; the exit code is 0 on success.
-pub async fn run(command: TxnCommand) -> Result<i32> {
+pub async fn run(command: TxnCommand) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(command).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(command: TxnCommand) -> anyhow::Result<i32> {
     match command {
         TxnCommand::Participant {
             common,
