@@ -27,9 +27,6 @@ use super::plot;
 
 /// Highest latency the histograms hold (60 s, in microseconds); longer ones are clamped.
 const MAX_LATENCY_US: u64 = 60_000_000;
-/// Session timeout the load generator asks for: long enough that a loaded 2-core machine does
-/// not expire sessions mid-run, short enough that idle sessions ping every few seconds.
-const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// Nodes that `get`, `set` and `mixed` pick from.
 const KEY_COUNT: usize = 1000;
 
@@ -89,8 +86,10 @@ pub struct BenchServerArgs {
     /// The server under test.
     #[command(flatten)]
     pub conn: ConnArgs,
-    /// Concurrent sessions (one TCP connection each).
-    #[arg(long, default_value_t = 64)]
+    /// Concurrent sessions (one TCP connection each, plus one for set-up). The default stays
+    /// under the 60 connections per client address that zkit serve and Apache ZooKeeper allow
+    /// by default (maxClientCnxns).
+    #[arg(long, default_value_t = 50)]
     pub sessions: usize,
     /// Requests in flight per session.
     #[arg(long = "in-flight", alias = "inflight", default_value_t = 32)]
@@ -273,10 +272,7 @@ async fn run_exit_code(args: BenchServerArgs) -> anyhow::Result<i32> {
 }
 
 async fn connect(conn: &ConnArgs) -> Result<zk::Client> {
-    conn.connector(SESSION_TIMEOUT)?
-        .connect(&conn.connect_string())
-        .await
-        .with_context(|| format!("connecting to {}", conn.server))
+    conn.client().await
 }
 
 /// Runs `work(i)` for `i in 0..count` with up to `window` of them in flight.
@@ -512,7 +508,14 @@ pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
         connecting.push(connect(&spec.conn));
     }
     while let Some(client) = connecting.next().await {
-        clients.push(client?);
+        clients.push(client.with_context(|| {
+            format!(
+                "opening session {} of {} (--sessions; a server allows 60 connections per client \
+                 address unless its maxClientCnxns says otherwise)",
+                clients.len() + 1,
+                spec.sessions
+            )
+        })?);
     }
     drop(connecting);
 
