@@ -125,7 +125,31 @@ pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
         keep.push((session, participant));
     }
     let session = connect(&args.conn).await?;
-    let coordinator = Coordinator::new(&session, options)?;
+    let measured = measure(args, &session, options, &names).await;
+    // Stop the participants before removing their tree, so none re-creates a node in it.
+    for (session, participant) in &keep {
+        participant.stop();
+        session.close();
+    }
+    drop(keep);
+    let cleaned = super::node::delete_tree(&session.client(), &root)
+        .await
+        .with_context(|| format!("removing the benchmark's tree {root}"));
+    session.close();
+    let report = measured?;
+    cleaned?;
+    Ok(report)
+}
+
+/// The latency and throughput runs, with the participants already started.
+async fn measure(
+    args: &BenchTxnArgs,
+    session: &Session,
+    options: TxnOptions,
+    names: &[&'static str; 3],
+) -> anyhow::Result<BenchTxnReport> {
+    let names = *names;
+    let coordinator = Coordinator::new(session, options)?;
     // Warm-up: directories, inboxes, connections.
     for _ in 0..20 {
         run_one(&coordinator, &names).await?;
@@ -155,7 +179,6 @@ pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
         total += worker.await??;
     }
     let throughput = total as f64 / started.elapsed().as_secs_f64();
-    drop(keep);
     Ok(BenchTxnReport {
         median_us: histogram.value_at_quantile(0.5),
         p99_us: histogram.value_at_quantile(0.99),

@@ -298,17 +298,7 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
             ..
         } => {
             if recursive {
-                let mut tree = Vec::new();
-                list_tree(client, &path, &mut tree).await?;
-                // Deepest first, so every node is childless when its turn comes; the root
-                // itself (first in pre-order) goes last, with the expected version.
-                for node in tree.iter().skip(1).rev() {
-                    match client.delete(node, None).await {
-                        // Someone else removed it meanwhile: the goal is reached anyway.
-                        Ok(()) | Err(ZkError::NoNode) => {}
-                        Err(e) => return Err(node_error(e, node)),
-                    }
-                }
+                delete_descendants(client, &path).await?;
             }
             client
                 .delete(&path, version)
@@ -359,6 +349,36 @@ fn hex_text(data: &[u8]) -> String {
             let _ = write!(out, "{b:02x}");
             out
         })
+}
+
+/// Deletes every descendant of `path` (not `path` itself), deepest first.
+async fn delete_descendants(client: &Client, path: &str) -> Result<()> {
+    let mut tree = Vec::new();
+    list_tree(client, path, &mut tree).await?;
+    // Deepest first, so every node is childless when its turn comes; the root itself (first
+    // in pre-order) is the caller's.
+    for node in tree.iter().skip(1).rev() {
+        match client.delete(node, None).await {
+            // Someone else removed it meanwhile: the goal is reached anyway.
+            Ok(()) | Err(ZkError::NoNode) => {}
+            Err(e) => return Err(node_error(e, node)),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `path` and all its descendants (`zkit rm -r`); a tree that is not there is fine.
+pub async fn delete_tree(client: &Client, path: &str) -> Result<()> {
+    match client.check_stat(path).await {
+        Ok(None) => return Ok(()),
+        Ok(Some(_)) => {}
+        Err(e) => return Err(node_error(e, path)),
+    }
+    delete_descendants(client, path).await?;
+    match client.delete(path, None).await {
+        Ok(()) | Err(ZkError::NoNode) => Ok(()),
+        Err(e) => Err(node_error(e, path)),
+    }
 }
 
 /// Collects `path` and all its descendants in pre-order (parents before children, siblings
