@@ -6,7 +6,7 @@ mod cmd;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// zkit: a ZooKeeper-compatible coordination server, zkCli-style client commands, and
 /// coordination recipes (locks, leader election, watched configuration, two-phase commit,
@@ -72,6 +72,16 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Print a shell completion script (e.g. `zkit completions bash > /etc/bash_completion.d/zkit`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (`zkit.1`, `zkit-serve.1`, … one per command) into DIR.
+    Man {
+        /// The directory (created if missing), e.g. `/usr/local/share/man/man1`.
+        dir: std::path::PathBuf,
+    },
 }
 
 /// `zkit bookie`: run a bookie (flags), or a bookie subcommand.
@@ -158,6 +168,18 @@ async fn run(cli: Cli) -> ExitCode {
                 ))
             }
         }
+        Command::Completions { shell } => {
+            // Into a buffer first: clap_complete panics on a write error (`| head`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "zkit", &mut script);
+            use std::io::Write as _;
+            match std::io::stdout().lock().write_all(&script) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+                Err(err) => Err(anyhow::Error::new(err).context("writing the completion script")),
+            }
+        }
+        Command::Man { dir } => write_man_pages(&dir),
         Command::Service(command) => cmd::service::run(command).await,
         Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await,
         Command::Bench(BenchCommand::Server(args)) => cmd::bench_server::run(args).await,
@@ -172,6 +194,15 @@ async fn run(cli: Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `zkit.1` and one page per command (`zkit-lock.1`, `zkit-bench-server.1`, …).
+fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    clap_mangen::generate_to(Cli::command(), dir)
+        .with_context(|| format!("writing man pages into {}", dir.display()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The error and its causes joined with `: `, each said once: many errors already end their
