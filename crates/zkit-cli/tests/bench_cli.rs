@@ -54,9 +54,45 @@ async fn bench_txn_leaves_no_tree_behind() {
     let (code, out, err) = zkit(&s, &args).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("txn/s"), "{out}");
+    // Piped stderr: one plain line per phase, then the total.
+    for line in [
+        "zkit bench txn: 1/3 warm-up",
+        "zkit bench txn: 2/3 latency: 5 sequential",
+        "zkit bench txn: 3/3 throughput: 1 s with 2 in flight",
+        "zkit bench txn: done in ",
+    ] {
+        assert!(err.contains(line), "no {line:?} in {err}");
+    }
     let (code, out, err) = zkit(&s, &["ls", "/"]).await;
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("zkit-bench-txn"), "left behind: {out}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_proc_reports_each_row_as_it_goes() {
+    let server = default_limit_server().await;
+    let s = server.addr().to_string();
+    let (code, out, err) = zkit(&s, &["bench", "proc", "--members", "2,3", "--rounds", "2"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("zkit bench proc: 1/2 2 members, 2 procedures"),
+        "{err}"
+    );
+    assert!(err.contains("zkit bench proc: 2/2 3 members"), "{err}");
+    // Human durations (`12ms`, `1.2s`), not Debug's `12.345678ms`.
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("3 "))
+        .expect("a 3-member row");
+    let human = |d: &str| match (d.strip_suffix("ms"), d.strip_suffix('s')) {
+        (Some(ms), _) => ms.chars().all(|c| c.is_ascii_digit()),
+        (None, Some(s)) => s
+            .split_once('.')
+            .is_some_and(|(a, b)| a.chars().all(|c| c.is_ascii_digit()) && b.len() == 1),
+        _ => false,
+    };
+    assert!(row.split_whitespace().skip(1).all(human), "{row}");
     server.stop().await;
 }
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use zkit::procedure::{AbortReason, Coordinator, Member, Subprocedure, SubprocedureFactory};
 
-use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
+use super::conn::{human_duration, ConnArgs, DEFAULT_SESSION_TIMEOUT};
+use super::progress::Progress;
 
 type BoxedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -142,12 +143,20 @@ async fn run_exit_code(args: BenchProcArgs) -> anyhow::Result<i32> {
         "{:>8} {:>12} {:>12} {:>12} {:>12}",
         "members", "min", "median", "p99", "max"
     );
+    let mut progress = Progress::new("zkit bench proc", args.members.len() as u64);
     for &n in &args.members {
+        progress.step(&format!("{n} members, {} procedures", args.rounds));
         let row = measure(&args, n).await?;
-        println!(
-            "{:>8} {:>12.2?} {:>12.2?} {:>12.2?} {:>12.2?}",
-            row.members, row.min, row.median, row.p99, row.max
-        );
+        // Above the bar, which stays at the bottom on a terminal.
+        progress.println(&format!(
+            "{:>8} {:>12} {:>12} {:>12} {:>12}",
+            row.members,
+            human_duration(row.min),
+            human_duration(row.median),
+            human_duration(row.p99),
+            human_duration(row.max)
+        ));
     }
+    progress.finish();
     Ok(0)
 }

@@ -19,6 +19,7 @@ use zkit::txn::{Coordinator, Outcome, Participant, Resource, TxnError, TxnOption
 use zkit::Session;
 
 use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
+use super::progress::Progress;
 
 /// Arguments of `zkit bench txn`.
 #[derive(Debug, clap::Args)]
@@ -150,16 +151,26 @@ async fn measure(
 ) -> anyhow::Result<BenchTxnReport> {
     let names = *names;
     let coordinator = Coordinator::new(session, options)?;
+    let mut progress = Progress::new("zkit bench txn", 3);
+    progress.step("warm-up: 20 transactions");
     // Warm-up: directories, inboxes, connections.
     for _ in 0..20 {
         run_one(&coordinator, &names).await?;
     }
     let mut histogram = Histogram::<u64>::new(3).context("histogram")?;
+    progress.step(&format!(
+        "latency: {} sequential transactions",
+        args.latency_txns
+    ));
     for _ in 0..args.latency_txns {
         let started = Instant::now();
         run_one(&coordinator, &names).await?;
         histogram.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX))?;
     }
+    progress.step(&format!(
+        "throughput: {} s with {} in flight",
+        args.seconds, args.in_flight
+    ));
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let started = Instant::now();
     let mut workers = Vec::new();
@@ -179,6 +190,7 @@ async fn measure(
         total += worker.await??;
     }
     let throughput = total as f64 / started.elapsed().as_secs_f64();
+    progress.finish();
     Ok(BenchTxnReport {
         median_us: histogram.value_at_quantile(0.5),
         p99_us: histogram.value_at_quantile(0.99),

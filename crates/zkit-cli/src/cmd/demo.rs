@@ -116,7 +116,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
         let result = if *ok { "PASS" } else { "FAIL" };
         println!(
             "  {name:<width$}  {result:<6}  {:>10}",
-            format!("{:.1?}", took)
+            super::conn::human_duration(*took)
         );
     }
     let failed = results.iter().filter(|r| !r.1).count();

@@ -24,6 +24,7 @@ pub mod lock;
 pub mod node;
 pub mod plot;
 pub mod proc;
+pub mod progress;
 pub mod serve;
 pub mod service;
 pub mod txn;

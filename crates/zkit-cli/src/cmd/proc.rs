@@ -32,7 +32,7 @@ use zkit::procedure::{
 use zkit::{Session, SessionOptions};
 
 use super::child::{exit_code, send_signal, CmdGroup, Signals};
-use super::conn::ConnArgs;
+use super::conn::{human_duration, ConnArgs};
 
 /// The boxed future type of [`Subprocedure`]'s methods.
 type BoxedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -477,7 +477,11 @@ async fn demo_steps(
         .run("flush", "flush-1", b"table=orders", &names, timeout)
         .await
         .context("flush-1 should complete")?;
-    writeln!(report, "  flush-1 completed in {:?}:", start.elapsed())?;
+    writeln!(
+        report,
+        "  flush-1 completed in {}:",
+        human_duration(start.elapsed())
+    )?;
     for (member, data) in &results {
         writeln!(
             report,
@@ -526,7 +530,9 @@ async fn demo_steps(
     match result {
         Err(err) => writeln!(
             report,
-            "  kill-1: rs3 killed with SIGKILL; aborted {abort_after:?} later (timeout {timeout:?}): {err}"
+            "  kill-1: rs3 killed with SIGKILL; aborted {} later (timeout {}): {err}",
+            human_duration(abort_after),
+            human_duration(timeout)
         )?,
         Ok(_) => anyhow::bail!("kill-1 completed although rs3 was killed"),
     }

@@ -29,6 +29,7 @@ use zkit::txn::{
 use zkit::{Session, SessionOptions};
 
 use super::conn::ConnArgs;
+use super::progress::Progress;
 
 /// The session timeout of `zkit txn` unless `--session-timeout` says otherwise: short, so a
 /// participant's death is noticed quickly.
@@ -561,6 +562,8 @@ pub async fn demo_txn(server_addr: &str) -> Result<String> {
 async fn scenarios(procs: &mut Procs) -> Result<String> {
     let mut out = String::new();
     let wait = Duration::from_secs(30);
+    let mut progress = Progress::new("zkit txn demo", 7);
+    progress.step("starting 3 participant processes and a recoverer");
     for p in PS {
         procs.spawn_participant(p, None)?;
     }
@@ -588,6 +591,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     let coordinator = Coordinator::new(&session, options.clone())?;
 
     // 1. 20 all-yes transactions.
+    progress.step("1. 20 all-yes transactions");
     let mut took = Vec::new();
     let mut committed = 0;
     let mut last = String::new();
@@ -621,6 +625,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     }
 
     // 2. One "no" vote.
+    progress.step("2. One \"no\" vote");
     let txn = coordinator.begin(&PS, b"veto=P2")?;
     let txid = txn.txid().to_string();
     let outcome = txn.commit().await?;
@@ -632,6 +637,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     }
 
     // 3. A participant killed (SIGKILL) before voting.
+    progress.step("3. A participant killed (SIGKILL) before voting");
     procs.kill9("P3").await?;
     procs.spawn_participant("P3", Some("60s"))?;
     procs.expect("P3", &["READY"], wait).await?;
@@ -680,6 +686,9 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     procs.expect("P3", &["READY"], wait).await?;
 
     // 4. The coordinator killed before writing the decision: the recovering group commits.
+    progress.step(
+        "4. The coordinator killed before writing the decision: the recovering group commits",
+    );
     procs.spawn(
         "COORD",
         &[
@@ -720,6 +729,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     writeln!(out, "   applied: {}", states_line(procs, &txid)?)?;
 
     // 5. A participant killed after voting yes comes back and applies the decision.
+    progress.step("5. A participant killed after voting yes comes back and applies the decision");
     let slow = Coordinator::new(
         &session,
         TxnOptions {
@@ -756,6 +766,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     procs.expect("P3", &["READY"], wait).await?;
 
     // 6. The old coordinator and the recoverer race for the decision.
+    progress.step("6. The old coordinator and the recoverer race for the decision");
     procs.spawn(
         "OLD",
         &[
@@ -817,5 +828,6 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     ] {
         writeln!(out, "   {name:<58} {result}")?;
     }
+    progress.finish();
     Ok(out)
 }
