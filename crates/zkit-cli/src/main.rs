@@ -6,11 +6,17 @@ mod cmd;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
-/// zkit: a ZooKeeper-compatible server, client tools and coordination recipes.
+/// zkit: a ZooKeeper-compatible coordination server, zkCli-style client commands, and
+/// coordination recipes (locks, leader election, watched configuration, two-phase commit,
+/// distributed procedures, service discovery, a replicated ledger) as commands.
+///
+/// Client commands share the connection flags --server HOSTS (or ZKIT_SERVER; default
+/// 127.0.0.1:2181, `HOST:PORT[,HOST:PORT…][/chroot]`), --auth USER:PASSWORD,
+/// --session-timeout and --tls-ca/--tls-cert/--tls-key.
 #[derive(Debug, Parser)]
-#[command(name = "zkit", version, about)]
+#[command(name = "zkit", version, about, long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -30,7 +36,7 @@ enum Command {
     Admin(cmd::admin::AdminCommand),
     /// Read or replace a node's ACL.
     #[command(subcommand)]
-    Acl(cmd::admin::AclCommand),
+    Acl(cmd::acl::AclCommand),
     /// Print the digest ACL id of USER:PASSWORD (`user:base64(sha1(user:password))`, as Apache's
     /// DigestAuthenticationProvider computes it), for `digest:<id>:cdrwa` ACLs and superDigest.
     Digest {
@@ -66,6 +72,16 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Print a shell completion script (e.g. `zkit completions bash > /etc/bash_completion.d/zkit`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (`zkit.1`, `zkit-serve.1`, … one per command) into DIR.
+    Man {
+        /// The directory (created if missing), e.g. `/usr/local/share/man/man1`.
+        dir: std::path::PathBuf,
+    },
 }
 
 /// `zkit bookie`: run a bookie (flags), or a bookie subcommand.
@@ -100,11 +116,6 @@ enum BenchCommand {
     Server(cmd::bench_server::BenchServerArgs),
 }
 
-/// A command's own exit code (0–255) as the process's.
-fn exit_code(code: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -127,25 +138,25 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Node(command) => cmd::node::run(command).await,
         Command::Demo(args) => cmd::demo::run(args).await,
         Command::Admin(command) => cmd::admin::run(command).await,
-        Command::Acl(command) => cmd::admin::run_acl(command).await,
-        Command::Export(args) => cmd::export::run(args).await.map(exit_code),
-        Command::Import(args) => cmd::import::run(args).await.map(exit_code),
-        Command::Lock(args) => cmd::lock::run(args).await.map(exit_code),
-        Command::Config(args) => cmd::config::run(args).await.map(exit_code),
-        Command::Elect(args) => cmd::elect::run(args).await.map(exit_code),
-        Command::Proc(command) => cmd::proc::run(command).await.map(exit_code),
-        Command::Txn(command) => cmd::txn::run(command).await.map(exit_code),
+        Command::Acl(command) => cmd::acl::run_acl(command).await,
+        Command::Export(args) => cmd::export::run(args).await,
+        Command::Import(args) => cmd::import::run(args).await,
+        Command::Lock(args) => cmd::lock::run(args).await,
+        Command::Config(args) => cmd::config::run(args).await,
+        Command::Elect(args) => cmd::elect::run(args).await,
+        Command::Proc(command) => cmd::proc::run(command).await,
+        Command::Txn(command) => cmd::txn::run(command).await,
         Command::Bookie(BookieCli {
             command: Some(BookieCommand::Ls(common)),
             ..
-        }) => cmd::ledger::bookie_ls(&common).await.map(ExitCode::from),
+        }) => cmd::ledger::bookie_ls(&common).await,
         Command::Bookie(BookieCli {
             run: Some(args), ..
         }) => cmd::bookie::run(args).await,
         Command::Bookie(BookieCli { .. }) => Err(anyhow::anyhow!(
             "zkit bookie needs --port, --data-dir and --server (or a subcommand: ls)"
         )),
-        Command::Ledger(command) => cmd::ledger::run(command).await.map(ExitCode::from),
+        Command::Ledger(command) => cmd::ledger::run(command).await,
         Command::Ui(args) => cmd::ui::run(args).await,
         Command::Digest { user_password } => {
             if user_password.contains(':') {
@@ -157,16 +168,24 @@ async fn run(cli: Cli) -> ExitCode {
                 ))
             }
         }
-        Command::Service(command) => cmd::service::run(command).await.map(exit_code),
-        Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await.map(exit_code),
-        Command::Bench(BenchCommand::Server(args)) => {
-            cmd::bench_server::run(args).await.map(exit_code)
+        Command::Completions { shell } => {
+            // Into a buffer first: clap_complete panics on a write error (`| head`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "zkit", &mut script);
+            use std::io::Write as _;
+            match std::io::stdout().lock().write_all(&script) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+                Err(err) => Err(anyhow::Error::new(err).context("writing the completion script")),
+            }
         }
-        Command::Bench(BenchCommand::Proc(args)) => cmd::bench_proc::run(args).await.map(exit_code),
-        Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await.map(exit_code),
-        Command::Bench(BenchCommand::Ledger(args)) => {
-            cmd::bench_ledger::run(args).await.map(exit_code)
-        }
+        Command::Man { dir } => write_man_pages(&dir),
+        Command::Service(command) => cmd::service::run(command).await,
+        Command::Bench(BenchCommand::Txn(args)) => cmd::bench_txn::run(args).await,
+        Command::Bench(BenchCommand::Server(args)) => cmd::bench_server::run(args).await,
+        Command::Bench(BenchCommand::Proc(args)) => cmd::bench_proc::run(args).await,
+        Command::Bench(BenchCommand::Lock(args)) => cmd::bench_lock::run(args).await,
+        Command::Bench(BenchCommand::Ledger(args)) => cmd::bench_ledger::run(args).await,
     };
     match result {
         Ok(code) => code,
@@ -175,6 +194,15 @@ async fn run(cli: Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `zkit.1` and one page per command (`zkit-lock.1`, `zkit-bench-server.1`, …).
+fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    clap_mangen::generate_to(Cli::command(), dir)
+        .with_context(|| format!("writing man pages into {}", dir.display()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The error and its causes joined with `: `, each said once: many errors already end their

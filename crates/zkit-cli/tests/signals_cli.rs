@@ -1,5 +1,5 @@
-//! Signals to `zkit lock`, `zkit elect` and `zkit proc member` while their CMD runs, with real
-//! processes on an embedded zkit server:
+//! Signals to `zkit lock`, `zkit elect`, `zkit proc member` and `zkit service register` while
+//! their CMD runs, with real processes on an embedded zkit server:
 //!
 //! - SIGTERM to zkit reaches CMD; CMD has exited before zkit exits, and before the next holder
 //!   (a second `zkit lock` / `zkit elect` waiting on the same path, or the coordinator's abort)
@@ -41,6 +41,7 @@ enum Wrapper {
     Lock,
     Elect,
     ProcMember,
+    Service,
 }
 
 /// One test's server, paths and files; kills every CMD it saw start when dropped (the old,
@@ -83,6 +84,13 @@ impl Scene {
                 c.args(["elect", &self.path, "--id", id, "--server", &self.addr]);
                 c.args(extra).args(["--", "sh", "-c", script]);
             }
+            Wrapper::Service => {
+                c.args([
+                    "service", "register", id, "--port", "1", "--server", &self.addr,
+                ]);
+                c.args(["--base", &self.path]);
+                c.args(extra).args(["--", "sh", "-c", script]);
+            }
             Wrapper::ProcMember => {
                 c.args([
                     "proc", "member", "--server", &self.addr, "--base", &self.path,
@@ -94,7 +102,7 @@ impl Scene {
         // A member says `member NAME ready` on stdout once registered.
         let stdout = match wrapper {
             Wrapper::ProcMember => Stdio::piped(),
-            Wrapper::Lock | Wrapper::Elect => Stdio::null(),
+            Wrapper::Lock | Wrapper::Elect | Wrapper::Service => Stdio::null(),
         };
         c.env("MARK", self.file("mark"))
             .env("OVERLAP", self.file("overlap"))
@@ -244,7 +252,7 @@ async fn sigterm_is_passed_on_and_waited_for(wrapper: Wrapper) {
             scene.contenders(&scene.path, 2).await;
             Some(next)
         }
-        Wrapper::ProcMember => None,
+        Wrapper::ProcMember | Wrapper::Service => None,
     };
 
     signal(&first, libc::SIGTERM);
@@ -398,4 +406,19 @@ async fn elect_cmd_dies_with_a_killed_zkit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proc_member_cmd_dies_with_a_killed_zkit() {
     kill9_of_zkit_kills_cmd(Wrapper::ProcMember).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_passes_sigterm_on_and_waits() {
+    sigterm_is_passed_on_and_waited_for(Wrapper::Service).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_kills_a_stubborn_cmd_after_the_grace() {
+    stubborn_cmd_is_killed_after_the_grace(Wrapper::Service).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_cmd_dies_with_a_killed_zkit() {
+    kill9_of_zkit_kills_cmd(Wrapper::Service).await;
 }

@@ -76,6 +76,9 @@ pub struct SessionOptions {
     /// Backoff between attempts to build a new session after `Lost`. Only the sleeps are used:
     /// attempts go on until the session is closed. Default: exponential from 100 ms to 5 s.
     pub reconnect_backoff: RetryPolicy,
+    /// TLS for the hosts of the connect string that ask for it (`tcp+tls://host:port`).
+    #[cfg(feature = "tls")]
+    pub tls: Option<zk::TlsOptions>,
 }
 
 impl Default for SessionOptions {
@@ -89,6 +92,8 @@ impl Default for SessionOptions {
                 max_sleep: Duration::from_secs(5),
                 max_retries: u32::MAX,
             },
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -189,6 +194,10 @@ async fn connect_client(connect_string: &str, options: &SessionOptions) -> Resul
     }
     for (scheme, auth) in &options.auth {
         connector = connector.with_auth(scheme, auth);
+    }
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &options.tls {
+        connector = connector.with_tls(tls.clone());
     }
     Ok(connector.connect(connect_string).await?)
 }

@@ -177,7 +177,12 @@ fn killed_writer(zk: &str, n: usize, size: usize, window: usize) -> Result<(i64,
 }
 
 /// Runs the benchmark and prints the figures.
-pub async fn run(args: BenchLedgerArgs) -> Result<i32> {
+pub async fn run(args: BenchLedgerArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: BenchLedgerArgs) -> anyhow::Result<i32> {
     let tmp = match &args.dir {
         Some(d) => tempfile::tempdir_in(d)?,
         None => tempfile::tempdir()?,

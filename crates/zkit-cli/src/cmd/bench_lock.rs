@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use zkit::lock::Mutex;
-use zkit::{Session, SessionOptions};
+
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
 
 /// How the benchmark loop releases the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -25,14 +26,8 @@ pub enum ReleaseMode {
 /// Arguments of `zkit bench lock`.
 #[derive(Debug, clap::Args)]
 pub struct BenchLockArgs {
-    /// ZooKeeper connect string.
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Client counts to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
     pub clients: Vec<usize>,
@@ -75,7 +70,7 @@ pub struct BenchRow {
 
 /// Runs `clients` contending sessions on one lock for `seconds`.
 async fn measure(
-    server: &str,
+    conn: &ConnArgs,
     parent: &str,
     clients: usize,
     seconds: u64,
@@ -89,11 +84,7 @@ async fn measure(
     );
     let mut sessions = Vec::with_capacity(clients);
     for _ in 0..clients {
-        sessions.push(
-            Session::connect(server, SessionOptions::default())
-                .await
-                .with_context(|| format!("connecting to {server}"))?,
-        );
+        sessions.push(conn.session(DEFAULT_SESSION_TIMEOUT).await?);
     }
     let start = Instant::now();
     let end = start + Duration::from_secs(seconds);
@@ -172,14 +163,19 @@ fn row_json(row: &BenchRow) -> serde_json::Value {
 ///
 /// # Errors
 /// Connection or lock errors.
-pub async fn run(args: BenchLockArgs) -> anyhow::Result<i32> {
+pub async fn run(args: BenchLockArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: BenchLockArgs) -> anyhow::Result<i32> {
     if !args.json {
         print_header();
     }
     let mut series = Vec::new();
     for &clients in &args.clients {
         let row = measure(
-            &args.server,
+            &args.conn,
             &args.path,
             clients.max(1),
             args.seconds,
@@ -192,7 +188,7 @@ pub async fn run(args: BenchLockArgs) -> anyhow::Result<i32> {
             print_row(&row);
         }
         series.push(super::plot::Series {
-            label: format!("clients={} on {}", row.clients, args.server),
+            label: format!("clients={} on {}", row.clients, args.conn.server),
             points: row.percentiles,
         });
     }

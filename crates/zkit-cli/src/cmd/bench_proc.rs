@@ -9,23 +9,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use zkit::procedure::{AbortReason, Coordinator, Member, Subprocedure, SubprocedureFactory};
-use zkit::{Session, SessionOptions};
+
+use super::conn::{human_duration, ConnArgs, DEFAULT_SESSION_TIMEOUT};
+use super::progress::Progress;
 
 type BoxedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Arguments of `zkit bench proc`.
 #[derive(Debug, clap::Args)]
 pub struct BenchProcArgs {
-    /// ZooKeeper connect string.
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Member counts to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "3,10,50")]
     pub members: Vec<usize>,
@@ -82,15 +77,13 @@ async fn measure(args: &BenchProcArgs, n: usize) -> anyhow::Result<BenchProcRow>
     let mut members = Vec::with_capacity(n);
     let mut names = Vec::with_capacity(n);
     for i in 0..n {
-        let session = Session::connect(&args.server, SessionOptions::default())
-            .await
-            .with_context(|| format!("connecting to {}", args.server))?;
+        let session = args.conn.session(DEFAULT_SESSION_TIMEOUT).await?;
         let name = format!("m{i:03}");
         let handle = Member::start(&session, &base, "bench", &name, Arc::new(Noop)).await?;
         members.push((session, handle));
         names.push(name);
     }
-    let session = Session::connect(&args.server, SessionOptions::default()).await?;
+    let session = args.conn.session(DEFAULT_SESSION_TIMEOUT).await?;
     let coordinator = Coordinator::new(&session, &base);
     let mut times = Vec::with_capacity(args.rounds);
     for round in 0..=args.rounds {
@@ -136,18 +129,34 @@ async fn measure(args: &BenchProcArgs, n: usize) -> anyhow::Result<BenchProcRow>
 }
 
 /// Runs `zkit bench proc`; prints one row per member count.
-pub async fn run(args: BenchProcArgs) -> anyhow::Result<i32> {
-    println!("server {}; {} procedures per row", args.server, args.rounds);
+pub async fn run(args: BenchProcArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: BenchProcArgs) -> anyhow::Result<i32> {
+    println!(
+        "server {}; {} procedures per row",
+        args.conn.server, args.rounds
+    );
     println!(
         "{:>8} {:>12} {:>12} {:>12} {:>12}",
         "members", "min", "median", "p99", "max"
     );
+    let mut progress = Progress::new("zkit bench proc", args.members.len() as u64);
     for &n in &args.members {
+        progress.step(&format!("{n} members, {} procedures", args.rounds));
         let row = measure(&args, n).await?;
-        println!(
-            "{:>8} {:>12.2?} {:>12.2?} {:>12.2?} {:>12.2?}",
-            row.members, row.min, row.median, row.p99, row.max
-        );
+        // Above the bar, which stays at the bottom on a terminal.
+        progress.println(&format!(
+            "{:>8} {:>12} {:>12} {:>12} {:>12}",
+            row.members,
+            human_duration(row.min),
+            human_duration(row.median),
+            human_duration(row.p99),
+            human_duration(row.max)
+        ));
     }
+    progress.finish();
     Ok(0)
 }

@@ -1,6 +1,6 @@
 //! `zkit bench server`: a load generator for any ZooKeeper-compatible server.
 //!
-//! It runs on zkit's client (`zkit-client`). Each session keeps up to `--inflight` requests on
+//! It runs on zkit's client (`zkit-client`). Each session keeps up to `--in-flight` requests on
 //! the wire (the client sends a request when it is called, which here is when its future is
 //! first polled, and matches replies in xid order); latencies go into an HDR histogram in
 //! microseconds. With `--rate`, requests are issued on a fixed schedule instead of as fast as
@@ -22,13 +22,11 @@ use futures::stream::{FuturesUnordered, StreamExt as _};
 use hdrhistogram::Histogram;
 use zkit_client as zk;
 
+use super::conn::ConnArgs;
 use super::plot;
 
 /// Highest latency the histograms hold (60 s, in microseconds); longer ones are clamped.
 const MAX_LATENCY_US: u64 = 60_000_000;
-/// Session timeout the load generator asks for: long enough that a loaded 2-core machine does
-/// not expire sessions mid-run, short enough that idle sessions ping every few seconds.
-const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// Nodes that `get`, `set` and `mixed` pick from.
 const KEY_COUNT: usize = 1000;
 
@@ -85,19 +83,16 @@ impl std::fmt::Display for OpMix {
 /// Arguments of `zkit bench server`.
 #[derive(Debug, clap::Args)]
 pub struct BenchServerArgs {
-    /// ZooKeeper connect string of the server under test.
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
-    /// Concurrent sessions (one TCP connection each).
-    #[arg(long, default_value_t = 64)]
+    /// The server under test.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// Concurrent sessions (one TCP connection each, plus one for set-up). The default stays
+    /// under the 60 connections per client address that zkit serve and Apache ZooKeeper allow
+    /// by default (maxClientCnxns).
+    #[arg(long, default_value_t = 50)]
     pub sessions: usize,
     /// Requests in flight per session.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long = "in-flight", alias = "inflight", default_value_t = 32)]
     pub inflight: usize,
     /// create | get | set | exists | mixed:PERCENT_READS (e.g. mixed:90).
     #[arg(long, default_value = "mixed:90")]
@@ -129,8 +124,8 @@ pub struct BenchServerArgs {
 /// What a load run is asked to do.
 #[derive(Debug, Clone)]
 pub struct LoadSpec {
-    /// Connect string.
-    pub server: String,
+    /// Where and how to connect.
+    pub conn: ConnArgs,
     /// Sessions.
     pub sessions: usize,
     /// Requests in flight per session.
@@ -239,10 +234,15 @@ fn record(h: &mut Histogram<u64>, d: Duration) {
 }
 
 /// Runs `zkit bench server`.
-pub async fn run(args: BenchServerArgs) -> Result<i32> {
+pub async fn run(args: BenchServerArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: BenchServerArgs) -> anyhow::Result<i32> {
     raise_fd_limit();
     let spec = LoadSpec {
-        server: args.server.clone(),
+        conn: args.conn.clone(),
         sessions: args.sessions.max(1),
         inflight: args.inflight.max(1),
         ops: args.ops,
@@ -256,7 +256,7 @@ pub async fn run(args: BenchServerArgs) -> Result<i32> {
     let report = run_load(&spec).await?;
     if let Some(file) = &args.plot {
         let series = [plot::Series {
-            label: format!("{} on {}", report.ops, args.server),
+            label: format!("{} on {}", report.ops, args.conn.server),
             points: report.percentiles.clone(),
         }];
         let title = format!("zkit bench server: {} latency", report.ops);
@@ -271,12 +271,8 @@ pub async fn run(args: BenchServerArgs) -> Result<i32> {
     Ok(if report.completed == 0 { 1 } else { 0 })
 }
 
-async fn connect(server: &str) -> Result<zk::Client> {
-    zk::Client::connector()
-        .with_session_timeout(SESSION_TIMEOUT)
-        .connect(server)
-        .await
-        .with_context(|| format!("connecting to {server}"))
+async fn connect(conn: &ConnArgs) -> Result<zk::Client> {
+    conn.client().await
 }
 
 /// Runs `work(i)` for `i in 0..count` with up to `window` of them in flight.
@@ -481,7 +477,7 @@ fn spawn_progress(label: String, count: Arc<AtomicU64>, done: Arc<AtomicBool>) {
 
 /// Runs one workload and reports its figures.
 pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
-    let setup = connect(&spec.server).await?;
+    let setup = connect(&spec.conn).await?;
     let dir = run_dir(&spec.path);
     super::node::ensure_path(&setup, &dir).await?;
     let keys: Vec<String> = match spec.ops {
@@ -509,10 +505,17 @@ pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
     let mut clients = Vec::with_capacity(spec.sessions);
     let mut connecting = FuturesUnordered::new();
     for _ in 0..spec.sessions {
-        connecting.push(connect(&spec.server));
+        connecting.push(connect(&spec.conn));
     }
     while let Some(client) = connecting.next().await {
-        clients.push(client?);
+        clients.push(client.with_context(|| {
+            format!(
+                "opening session {} of {} (--sessions; a server allows 60 connections per client \
+                 address unless its maxClientCnxns says otherwise)",
+                clients.len() + 1,
+                spec.sessions
+            )
+        })?);
     }
     drop(connecting);
 

@@ -16,19 +16,16 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use hdrhistogram::Histogram;
 use zkit::txn::{Coordinator, Outcome, Participant, Resource, TxnError, TxnOptions, Vote};
-use zkit::{Session, SessionOptions};
+use zkit::Session;
+
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
+use super::progress::Progress;
 
 /// Arguments of `zkit bench txn`.
 #[derive(Debug, clap::Args)]
 pub struct BenchTxnArgs {
-    /// ZooKeeper connect string.
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Sequential transactions for the latency figures.
     #[arg(long, default_value_t = 500)]
     pub latency_txns: usize,
@@ -36,7 +33,7 @@ pub struct BenchTxnArgs {
     #[arg(long, default_value_t = 5)]
     pub seconds: u64,
     /// Transactions in flight during the throughput run.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, alias = "inflight", default_value_t = 64)]
     pub in_flight: usize,
 }
 
@@ -97,10 +94,8 @@ pub struct BenchTxnReport {
     pub throughput: f64,
 }
 
-async fn connect(server: &str) -> anyhow::Result<Session> {
-    Session::connect(server, SessionOptions::default())
-        .await
-        .with_context(|| format!("cannot connect to {server}"))
+async fn connect(conn: &ConnArgs) -> anyhow::Result<Session> {
+    conn.session(DEFAULT_SESSION_TIMEOUT).await
 }
 
 /// Runs the benchmark and returns the figures.
@@ -120,7 +115,7 @@ pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
     let names = ["P1", "P2", "P3"];
     let mut keep = Vec::new();
     for name in names {
-        let session = connect(&args.server).await?;
+        let session = connect(&args.conn).await?;
         let participant = Participant::start(
             &session,
             &options,
@@ -130,18 +125,52 @@ pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
         )?;
         keep.push((session, participant));
     }
-    let session = connect(&args.server).await?;
-    let coordinator = Coordinator::new(&session, options)?;
+    let session = connect(&args.conn).await?;
+    let measured = measure(args, &session, options, &names).await;
+    // Stop the participants before removing their tree, so none re-creates a node in it.
+    for (session, participant) in &keep {
+        participant.stop();
+        session.close();
+    }
+    drop(keep);
+    let cleaned = super::node::delete_tree(&session.client(), &root)
+        .await
+        .with_context(|| format!("removing the benchmark's tree {root}"));
+    session.close();
+    let report = measured?;
+    cleaned?;
+    Ok(report)
+}
+
+/// The latency and throughput runs, with the participants already started.
+async fn measure(
+    args: &BenchTxnArgs,
+    session: &Session,
+    options: TxnOptions,
+    names: &[&'static str; 3],
+) -> anyhow::Result<BenchTxnReport> {
+    let names = *names;
+    let coordinator = Coordinator::new(session, options)?;
+    let mut progress = Progress::new("zkit bench txn", 3);
+    progress.step("warm-up: 20 transactions");
     // Warm-up: directories, inboxes, connections.
     for _ in 0..20 {
         run_one(&coordinator, &names).await?;
     }
     let mut histogram = Histogram::<u64>::new(3).context("histogram")?;
+    progress.step(&format!(
+        "latency: {} sequential transactions",
+        args.latency_txns
+    ));
     for _ in 0..args.latency_txns {
         let started = Instant::now();
         run_one(&coordinator, &names).await?;
         histogram.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX))?;
     }
+    progress.step(&format!(
+        "throughput: {} s with {} in flight",
+        args.seconds, args.in_flight
+    ));
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let started = Instant::now();
     let mut workers = Vec::new();
@@ -161,7 +190,7 @@ pub async fn bench(args: &BenchTxnArgs) -> anyhow::Result<BenchTxnReport> {
         total += worker.await??;
     }
     let throughput = total as f64 / started.elapsed().as_secs_f64();
-    drop(keep);
+    progress.finish();
     Ok(BenchTxnReport {
         median_us: histogram.value_at_quantile(0.5),
         p99_us: histogram.value_at_quantile(0.99),
@@ -178,9 +207,17 @@ async fn run_one(coordinator: &Coordinator, names: &[&str]) -> anyhow::Result<()
 }
 
 /// `zkit bench txn`: prints the figures.
-pub async fn run(args: BenchTxnArgs) -> anyhow::Result<i32> {
+pub async fn run(args: BenchTxnArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: BenchTxnArgs) -> anyhow::Result<i32> {
     let report = bench(&args).await?;
-    println!("zkit bench txn — {} (3 participants, all yes)", args.server);
+    println!(
+        "zkit bench txn — {} (3 participants, all yes)",
+        args.conn.server
+    );
     println!(
         "  latency ({} sequential): median {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         args.latency_txns,

@@ -18,6 +18,8 @@ use zkit::config::{
 use zkit::{Session, SessionOptions};
 use zkit_client as zk;
 
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
+
 /// Operations of one `import` multi: each batch is applied atomically.
 const IMPORT_BATCH: usize = 200;
 
@@ -26,20 +28,11 @@ const IMPORT_BATCH: usize = 200;
 pub struct ConfigArgs {
     #[command(subcommand)]
     command: ConfigCommand,
-    /// Server(s) to talk to, as `HOST:PORT[,HOST:PORT…][/chroot]`.
-    #[arg(
-        long,
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181",
-        global = true
-    )]
-    server: String,
+    #[command(flatten)]
+    conn: ConnArgs,
     /// Where relative keys live.
     #[arg(long, default_value = "/config", global = true)]
     prefix: String,
-    /// Session timeout (e.g. `10s`).
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, global = true)]
-    session_timeout: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,13 +83,13 @@ enum Format {
 }
 
 /// Runs `zkit config …`; returns the process exit code.
-pub async fn run(args: ConfigArgs) -> Result<i32> {
-    let session = Session::connect(
-        &args.server,
-        SessionOptions::default().with_session_timeout(args.session_timeout),
-    )
-    .await
-    .with_context(|| format!("connecting to {}", args.server))?;
+pub async fn run(args: ConfigArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: ConfigArgs) -> anyhow::Result<i32> {
+    let session = args.conn.session(DEFAULT_SESSION_TIMEOUT).await?;
     let store = ConfigStore::new(&session, &args.prefix)?;
     let code = match args.command {
         ConfigCommand::Set { key, value } => {

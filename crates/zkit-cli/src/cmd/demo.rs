@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use zkit_client::{Acls, AddWatchMode, CreateMode, EventType};
 use zkit_server::{Server, ServerConfig};
 
-use super::node::connect;
+use super::conn::ConnArgs;
 
 /// Options of `zkit demo`.
 #[derive(Debug, Args)]
@@ -116,7 +116,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
         let result = if *ok { "PASS" } else { "FAIL" };
         println!(
             "  {name:<width$}  {result:<6}  {:>10}",
-            format!("{:.1?}", took)
+            super::conn::human_duration(*took)
         );
     }
     let failed = results.iter().filter(|r| !r.1).count();
@@ -134,8 +134,9 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
 /// (write sent → watcher has read the new value) is measured per change.
 async fn watched_value(ctx: &DemoContext) -> Result<Vec<String>> {
     const PATH: &str = "/zkit-demo-value";
-    let writer = connect(&ctx.server).await?;
-    let watcher = connect(&ctx.server).await?;
+    let conn = ConnArgs::to(&ctx.server);
+    let writer = conn.client().await?;
+    let watcher = conn.client().await?;
     writer
         .create(
             PATH,

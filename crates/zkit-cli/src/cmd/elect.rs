@@ -17,13 +17,13 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Context};
 use clap::Args;
 use tokio::process::Command;
 use zkit::election::LeaderLatch;
-use zkit::{Session, SessionOptions};
 
 use super::child::{exit_code, Child, Ended, Signals};
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
 
 /// `zkit elect …`.
 #[derive(Debug, Args)]
@@ -33,12 +33,10 @@ pub struct ElectArgs {
     /// This participant's id (stored in its node); default `<hostname-less>pid-<pid>`.
     #[arg(long)]
     id: Option<String>,
-    /// Server(s) to talk to, as `HOST:PORT[,HOST:PORT…][/chroot]`.
-    #[arg(long, env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
-    server: String,
-    /// Session timeout: how long after our death (or partition) another participant may lead.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    session_timeout: Duration,
+    /// Connection; the session timeout is how long after our death (or partition) another
+    /// participant may lead.
+    #[command(flatten)]
+    conn: ConnArgs,
     /// Time between SIGTERM (lost leadership) or a signal passed on to CMD, and SIGKILL.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     grace: Duration,
@@ -49,7 +47,12 @@ pub struct ElectArgs {
 
 /// Runs `zkit elect …`; returns CMD's exit code (128+signal if it was killed by one), or
 /// 128 + N when signal N came while no CMD ran.
-pub async fn run(args: ElectArgs) -> Result<i32> {
+pub async fn run(args: ElectArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: ElectArgs) -> anyhow::Result<i32> {
     // First, so that no signal can kill zkit while CMD runs (see `child`).
     let mut signals = Signals::install().context("installing signal handlers")?;
     let Some((program, program_args)) = args.command.split_first() else {
@@ -60,10 +63,7 @@ pub async fn run(args: ElectArgs) -> Result<i32> {
         .clone()
         .unwrap_or_else(|| format!("pid-{}", std::process::id()));
     let session = tokio::select! {
-        session = Session::connect(
-            &args.server,
-            SessionOptions::default().with_session_timeout(args.session_timeout),
-        ) => session.with_context(|| format!("connecting to {}", args.server))?,
+        session = args.conn.session(DEFAULT_SESSION_TIMEOUT) => session?,
         received = signals.recv() => return Ok(received.exit_code()),
     };
     let latch = LeaderLatch::start(&session, &args.path, &id)?;

@@ -28,7 +28,8 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use zkit_client::{Acl, Client, Error as ZkError, Permission};
 
-use super::node::{close, connect_with, node_error, ServerArg};
+use super::conn::{close, ConnArgs};
+use super::node::node_error;
 
 /// A node's create mode, as far as an export knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,7 +115,7 @@ pub struct ExportArgs {
     #[arg(default_value = "/")]
     pub path: String,
     #[command(flatten)]
-    pub server: ServerArg,
+    pub conn: ConnArgs,
     /// Write to this file instead of stdout.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -124,8 +125,13 @@ pub struct ExportArgs {
 ///
 /// # Errors
 /// Connection errors, a missing PATH, write errors.
-pub async fn run(args: ExportArgs) -> Result<i32> {
-    let client = connect_with(&args.server).await?;
+pub async fn run(args: ExportArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: ExportArgs) -> anyhow::Result<i32> {
+    let client = args.conn.client().await?;
     let result = export(&client, &args).await;
     close(client).await;
     result

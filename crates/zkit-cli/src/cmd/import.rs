@@ -22,9 +22,10 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use zkit_client::{Acl, Acls, Client, CreateMode, Error as ZkError};
 
-use super::admin::parse_acl;
+use super::acl::parse_acl;
+use super::conn::{close, ConnArgs};
 use super::export::{stored_cversion, ExportedNode, Mode};
-use super::node::{close, connect_with, node_error, ServerArg};
+use super::node::node_error;
 
 /// Create+delete pairs per multi when raising a sequence counter.
 const PAD_PAIRS_PER_MULTI: usize = 250;
@@ -35,7 +36,7 @@ const PAD_CHILD: &str = "zkit-import-cversion-pad";
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     #[command(flatten)]
-    pub server: ServerArg,
+    pub conn: ConnArgs,
     /// Read from this file instead of stdin.
     #[arg(long, short = 'i')]
     pub input: Option<PathBuf>,
@@ -149,14 +150,19 @@ fn parent_of(path: &str) -> Option<&str> {
 ///
 /// # Errors
 /// A bad input file, connection errors, existing nodes (without `--overwrite`), write errors.
-pub async fn run(args: ImportArgs) -> Result<i32> {
+pub async fn run(args: ImportArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: ImportArgs) -> anyhow::Result<i32> {
     let planned = match &args.input {
         Some(file) => {
             plan(std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?)?
         }
         None => plan(std::io::stdin().lock())?,
     };
-    let client = connect_with(&args.server).await?;
+    let client = args.conn.client().await?;
     let result = load(&client, &args, &planned).await;
     close(client).await;
     result
@@ -222,7 +228,7 @@ async fn load(client: &Client, args: &ImportArgs, planned: &[Planned]) -> Result
              their data and ACL)",
             existing.len(),
             planned.len(),
-            args.server.server
+            args.conn.server
         );
     }
     let (create, overwrite) = (planned.len() - existing.len(), existing.len());
@@ -242,7 +248,7 @@ async fn load(client: &Client, args: &ImportArgs, planned: &[Planned]) -> Result
         }
         eprintln!(
             "zkit import: dry run: would create {create} and overwrite {overwrite} nodes on {}",
-            args.server.server
+            args.conn.server
         );
         return Ok(0);
     }
@@ -304,7 +310,7 @@ async fn load(client: &Client, args: &ImportArgs, planned: &[Planned]) -> Result
         "zkit import: {} nodes into {} in {:.1?} (created {create}, overwrote {overwrite}; \
          {padded} sequence counters raised)",
         planned.len(),
-        args.server.server,
+        args.conn.server,
         started.elapsed()
     );
     Ok(0)

@@ -15,7 +15,9 @@ use futures::StreamExt;
 use zkit::ledger::auditor::{AutoRecovery, AutoRecoveryOptions};
 use zkit::ledger::layout::{self, LedgerMetadata};
 use zkit::ledger::{CreateOptions, Digest, LedgerClient, LedgerError, LedgerOptions};
-use zkit::{Session, SessionOptions};
+use zkit::Session;
+
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
 
 /// Exit code of `write` when the ledger was fenced under it (another process recovered it).
 pub const EXIT_FENCED: u8 = 75;
@@ -23,20 +25,12 @@ pub const EXIT_FENCED: u8 = 75;
 /// Options every `zkit ledger` command shares.
 #[derive(Debug, Clone, Args)]
 pub struct LedgerCommon {
-    /// ZooKeeper connect string (zkit serve or Apache ZooKeeper).
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    /// ZooKeeper (zkit serve or Apache ZooKeeper).
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Metadata root.
     #[arg(long, env = "ZKIT_LEDGER_ROOT", default_value = zkit::ledger::DEFAULT_ROOT)]
     pub root: String,
-    /// ZooKeeper session timeout.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    pub session_timeout: Duration,
     /// A bookie request gives up after this (a bookie that does not answer is replaced).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub bookie_timeout: Duration,
@@ -44,12 +38,7 @@ pub struct LedgerCommon {
 
 impl LedgerCommon {
     pub(crate) async fn connect(&self) -> Result<(Session, LedgerClient)> {
-        let session = Session::connect(
-            &self.server,
-            SessionOptions::default().with_session_timeout(self.session_timeout),
-        )
-        .await
-        .with_context(|| format!("cannot connect to ZooKeeper at {}", self.server))?;
+        let session = self.conn.session(DEFAULT_SESSION_TIMEOUT).await?;
         let client = LedgerClient::with_options(
             &session,
             LedgerOptions {
@@ -193,7 +182,14 @@ fn out(line: &str) -> Result<()> {
 }
 
 /// Runs a ledger command.
-pub async fn run(command: LedgerCommand) -> Result<u8> {
+pub async fn run(command: LedgerCommand) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(command)
+        .await
+        .map(std::process::ExitCode::from)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(command: LedgerCommand) -> anyhow::Result<u8> {
     match &command {
         LedgerCommand::Autorecovery { log_level, .. } => {
             init_logging(log_level.as_deref(), "info")?
@@ -511,7 +507,14 @@ async fn audit(common: &LedgerCommon, check: bool) -> Result<u8> {
 }
 
 /// `zkit bookie ls`: the registered bookies.
-pub async fn bookie_ls(common: &LedgerCommon) -> Result<u8> {
+pub async fn bookie_ls(common: &LedgerCommon) -> Result<std::process::ExitCode> {
+    bookie_ls_exit_code(common)
+        .await
+        .map(std::process::ExitCode::from)
+}
+
+/// What [`bookie_ls`] does, with the exit code as a number.
+async fn bookie_ls_exit_code(common: &LedgerCommon) -> Result<u8> {
     let (session, client) = common.connect().await?;
     let (writable, readonly) = client.bookies().await?;
     for b in writable {

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use zkit::lock::{LeaseLock, LockGuard, LockOptions, Mutex, ReadWriteLock};
-use zkit::{Error, Session, SessionOptions};
+use zkit::{Error, Session};
+
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
 
 use super::child::{exit_code, Child, Ended, Forwarded, Signals};
 
@@ -53,14 +55,8 @@ Fencing:
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = SIGNALS_HELP)]
 pub struct LockArgs {
-    /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Lock directory (a znode path; created if missing).
     pub path: String,
     /// Give up (exit 75) if the lock is not acquired within this time (default: wait forever).
@@ -76,9 +72,6 @@ pub struct LockArgs {
     /// Time between SIGTERM (a lost lock) or a signal passed on to CMD, and SIGKILL.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub grace: Duration,
-    /// ZooKeeper session timeout.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    pub session_timeout: Duration,
     /// Treat only session loss as loss of the lock, not a mere disconnect (Suspended).
     #[arg(long)]
     pub tolerate_suspended: bool,
@@ -114,7 +107,12 @@ async fn acquire(session: &Session, args: &LockArgs) -> zkit::Result<LockGuard> 
 ///
 /// # Errors
 /// Connection and lock errors other than timeout.
-pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
+pub async fn run(args: LockArgs) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(args).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(args: LockArgs) -> anyhow::Result<i32> {
     // First, so that no signal can kill zkit while CMD runs (see `child`).
     let mut signals = Signals::install().context("installing signal handlers")?;
     let (program, rest) = args
@@ -130,10 +128,7 @@ pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
         received.exit_code()
     };
     let session = tokio::select! {
-        session = Session::connect(
-            &args.server,
-            SessionOptions::default().with_session_timeout(args.session_timeout),
-        ) => session.with_context(|| format!("connecting to {}", args.server))?,
+        session = args.conn.session(DEFAULT_SESSION_TIMEOUT) => session?,
         received = signals.recv() => return Ok(gave_up(received)),
     };
     let acquired = tokio::select! {
@@ -200,7 +195,7 @@ pub async fn run(args: LockArgs) -> anyhow::Result<i32> {
     let release_limit = if code == EXIT_LOST {
         Duration::from_secs(2)
     } else {
-        args.session_timeout
+        args.conn.session_timeout_or(DEFAULT_SESSION_TIMEOUT)
     };
     match tokio::time::timeout(release_limit, guard.release()).await {
         Ok(Ok(())) => {}

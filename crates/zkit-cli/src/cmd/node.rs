@@ -6,29 +6,16 @@
 //! one item per line on stdout, diagnostics on stderr, and a non-zero exit code on any error.
 //! Errors name the path and ZooKeeper's code, e.g. `Error: node /a does not exist (NoNode)`.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use zkit_client::{Acls, Client, CreateMode, Error as ZkError, Stat};
 
-/// How long a one-shot command waits for a session before giving up.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Session timeout asked for by one-shot commands (the server clamps it).
-const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Where the server is: `HOST:PORT[,HOST:PORT…][/chroot]`.
-#[derive(Debug, Clone, Args)]
-pub struct ServerArg {
-    /// Server(s) to talk to, as `HOST:PORT[,HOST:PORT…][/chroot]`.
-    #[arg(long, env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
-    pub server: String,
-    /// Authenticate the session with digest `user:password` (ZooKeeper's `addauth digest`).
-    #[arg(long, env = "ZKIT_AUTH")]
-    pub auth: Option<String>,
-}
+use super::conn::{close, ConnArgs};
 
 /// The node commands.
 #[derive(Debug, Subcommand)]
@@ -41,24 +28,34 @@ pub enum NodeCommand {
         #[arg(short = 'R', long)]
         recursive: bool,
         #[command(flatten)]
-        server: ServerArg,
+        conn: ConnArgs,
     },
-    /// Print a node's data (and with `--stat`, its Stat).
+    /// Print a node's data and a newline (`--output F`: the exact bytes to F; `--hex`: as hex).
     Get {
         /// Node path.
         path: String,
         /// Also print the node's Stat after the data.
         #[arg(long, short = 's')]
         stat: bool,
+        /// Write the data, byte for byte and without a newline, to this file (`-`: stdout).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Print the data as lowercase hex digits (two per byte) and a newline.
+        #[arg(long, short = 'x', conflicts_with = "output")]
+        hex: bool,
         #[command(flatten)]
-        server: ServerArg,
+        conn: ConnArgs,
     },
     /// Set a node's data.
     Set {
         /// Node path.
         path: String,
-        /// New data (UTF-8 text).
-        data: String,
+        /// New data as text; `-` reads it from stdin.
+        #[arg(required_unless_present = "file", conflicts_with = "file")]
+        data: Option<String>,
+        /// Read the new data from this file (`-`: stdin), byte for byte.
+        #[arg(long, short = 'f', value_name = "FILE")]
+        file: Option<PathBuf>,
         /// Expected data version (fails with BadVersion if different).
         #[arg(long, short = 'v', allow_negative_numbers = true)]
         version: Option<i32>,
@@ -66,14 +63,18 @@ pub enum NodeCommand {
         #[arg(long, short = 's')]
         stat: bool,
         #[command(flatten)]
-        server: ServerArg,
+        conn: ConnArgs,
     },
     /// Create a node and print its path (with the sequence suffix if sequential).
     Create {
         /// Node path.
         path: String,
-        /// Initial data (UTF-8 text; empty if omitted).
+        /// Initial data as text (empty if omitted); `-` reads it from stdin.
+        #[arg(conflicts_with = "file")]
         data: Option<String>,
+        /// Read the initial data from this file (`-`: stdin), byte for byte.
+        #[arg(long, short = 'f', value_name = "FILE")]
+        file: Option<PathBuf>,
         /// Ephemeral node (it dies with this command's session, i.e. immediately).
         #[arg(long, short = 'e', conflicts_with_all = ["container", "ttl"])]
         ephemeral: bool,
@@ -97,7 +98,7 @@ pub enum NodeCommand {
         #[arg(long)]
         acl: Vec<String>,
         #[command(flatten)]
-        server: ServerArg,
+        conn: ConnArgs,
     },
     /// Delete a node (`--recursive`: with all its descendants).
     Rm {
@@ -110,14 +111,14 @@ pub enum NodeCommand {
         #[arg(long, short = 'v', allow_negative_numbers = true)]
         version: Option<i32>,
         #[command(flatten)]
-        server: ServerArg,
+        conn: ConnArgs,
     },
     /// Print a node's Stat.
     Stat {
         /// Node path.
         path: String,
         #[command(flatten)]
-        server: ServerArg,
+        conn: ConnArgs,
     },
     /// Watch a node with a persistent watch and print one line per change: `TYPE PATH`.
     ///
@@ -142,40 +143,34 @@ pub enum NodeCommand {
         #[arg(long, short = 'n')]
         count: Option<u64>,
         #[command(flatten)]
-        server: ServerArg,
+        conn: ConnArgs,
     },
 }
 
 /// Runs one node command on a fresh session, closed before returning (so ephemerals go and
 /// the server forgets the session at once instead of at its timeout).
 pub async fn run(command: NodeCommand) -> Result<ExitCode> {
-    let server = match &command {
-        NodeCommand::Ls { server, .. }
-        | NodeCommand::Get { server, .. }
-        | NodeCommand::Set { server, .. }
-        | NodeCommand::Create { server, .. }
-        | NodeCommand::Rm { server, .. }
-        | NodeCommand::Stat { server, .. } => server.clone(),
+    let conn = match &command {
+        NodeCommand::Ls { conn, .. }
+        | NodeCommand::Get { conn, .. }
+        | NodeCommand::Set { conn, .. }
+        | NodeCommand::Create { conn, .. }
+        | NodeCommand::Rm { conn, .. }
+        | NodeCommand::Stat { conn, .. } => conn.clone(),
         NodeCommand::Watch {
             path,
             recursive,
             count,
-            server,
+            conn,
         } => {
-            super::watch::run(server, path, *recursive, *count).await?;
+            super::watch::run(conn, path, *recursive, *count).await?;
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let client = connect_with(&server).await?;
+    let client = conn.client().await?;
     let result = execute(&client, command).await;
     close(client).await;
     result.map(|()| ExitCode::SUCCESS)
-}
-
-/// Closes the session and waits (briefly) for the server to confirm.
-pub async fn close(client: Client) {
-    // Not waiting forever: the session would expire anyway.
-    let _ = tokio::time::timeout(Duration::from_secs(2), client.close()).await;
 }
 
 async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
@@ -196,14 +191,31 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
             }
             print_lines(&out)?;
         }
-        NodeCommand::Get { path, stat, .. } => {
+        NodeCommand::Get {
+            path,
+            stat,
+            output,
+            hex,
+            ..
+        } => {
             let (data, node_stat) = client
                 .get_data(&path)
                 .await
                 .map_err(|e| node_error(e, &path))?;
             let mut stdout = std::io::stdout().lock();
-            stdout.write_all(&data)?;
-            stdout.write_all(b"\n")?;
+            match output {
+                Some(file) if file.as_os_str() == "-" => stdout.write_all(&data)?,
+                Some(file) => std::fs::write(&file, &data)
+                    .with_context(|| format!("writing {}", file.display()))?,
+                None if hex => {
+                    stdout.write_all(hex_text(&data).as_bytes())?;
+                    stdout.write_all(b"\n")?;
+                }
+                None => {
+                    stdout.write_all(&data)?;
+                    stdout.write_all(b"\n")?;
+                }
+            }
             if stat {
                 stdout.write_all(format_stat(&node_stat).as_bytes())?;
             }
@@ -212,12 +224,14 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
         NodeCommand::Set {
             path,
             data,
+            file,
             version,
             stat,
             ..
         } => {
+            let data = read_data(data.as_deref(), file.as_deref())?;
             let node_stat = client
-                .set_data(&path, data.as_bytes(), version)
+                .set_data(&path, &data, version)
                 .await
                 .map_err(|e| node_error(e, &path))?;
             if stat {
@@ -227,6 +241,7 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
         NodeCommand::Create {
             path,
             data,
+            file,
             ephemeral,
             sequential,
             container,
@@ -235,7 +250,8 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
             acl,
             ..
         } => {
-            let acl = super::admin::parse_acl_list(&acl)?;
+            let acl = super::acl::parse_acl_list(&acl)?;
+            let data = read_data(data.as_deref(), file.as_deref())?;
             if parents {
                 if let Some(parent) = ancestors(&path).last() {
                     ensure_path(client, parent).await?;
@@ -257,10 +273,7 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
             if let Some(ttl) = ttl {
                 options = options.with_ttl(ttl);
             }
-            let (_, sequence) = match client
-                .create(&path, data.unwrap_or_default().as_bytes(), &options)
-                .await
-            {
+            let (_, sequence) = match client.create(&path, &data, &options).await {
                 Ok(created) => created,
                 // NoNode from a create means a missing parent: name it, not the child.
                 Err(ZkError::NoNode) => {
@@ -285,17 +298,7 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
             ..
         } => {
             if recursive {
-                let mut tree = Vec::new();
-                list_tree(client, &path, &mut tree).await?;
-                // Deepest first, so every node is childless when its turn comes; the root
-                // itself (first in pre-order) goes last, with the expected version.
-                for node in tree.iter().skip(1).rev() {
-                    match client.delete(node, None).await {
-                        // Someone else removed it meanwhile: the goal is reached anyway.
-                        Ok(()) | Err(ZkError::NoNode) => {}
-                        Err(e) => return Err(node_error(e, node)),
-                    }
-                }
+                delete_descendants(client, &path).await?;
             }
             client
                 .delete(&path, version)
@@ -316,32 +319,66 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
     Ok(())
 }
 
-/// Opens a session, failing after [`CONNECT_TIMEOUT`] instead of retrying forever.
-pub async fn connect(server: &str) -> Result<Client> {
-    connect_auth(server, None).await
-}
-
-/// Opens a session on `arg.server`, authenticated with `--auth user:password` if given.
-pub async fn connect_with(arg: &ServerArg) -> Result<Client> {
-    connect_auth(&arg.server, arg.auth.as_deref()).await
-}
-
-async fn connect_auth(server: &str, auth: Option<&str>) -> Result<Client> {
-    let mut connector = Client::connector();
-    if let Some(user_password) = auth {
-        if !user_password.contains(':') {
-            anyhow::bail!("--auth expects user:password");
+/// The data of `set`/`create`: the text argument, stdin for `-` (argument or `--file -`), a
+/// file's bytes, or nothing.
+fn read_data(text: Option<&str>, file: Option<&Path>) -> Result<Vec<u8>> {
+    let stdin = || {
+        let mut data = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut data)
+            .context("reading the data from stdin")?;
+        Ok(data)
+    };
+    match (text, file) {
+        (Some("-"), _) => stdin(),
+        (Some(text), _) => Ok(text.as_bytes().to_vec()),
+        (None, Some(file)) if file.as_os_str() == "-" => stdin(),
+        (None, Some(file)) => {
+            std::fs::read(file).with_context(|| format!("reading {}", file.display()))
         }
-        connector = connector.with_auth("digest", user_password.as_bytes());
+        (None, None) => Ok(Vec::new()),
     }
-    let connecting = connector
-        .with_session_timeout(SESSION_TIMEOUT)
-        .with_fail_eagerly()
-        .connect(server);
-    tokio::time::timeout(CONNECT_TIMEOUT, connecting)
-        .await
-        .map_err(|_| anyhow!("no session with {server} within {CONNECT_TIMEOUT:?}"))?
-        .with_context(|| format!("cannot connect to {server}"))
+}
+
+/// Lowercase hex, two digits per byte.
+fn hex_text(data: &[u8]) -> String {
+    use std::fmt::Write as _;
+    data.iter()
+        .fold(String::with_capacity(data.len() * 2), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}
+
+/// Deletes every descendant of `path` (not `path` itself), deepest first.
+async fn delete_descendants(client: &Client, path: &str) -> Result<()> {
+    let mut tree = Vec::new();
+    list_tree(client, path, &mut tree).await?;
+    // Deepest first, so every node is childless when its turn comes; the root itself (first
+    // in pre-order) is the caller's.
+    for node in tree.iter().skip(1).rev() {
+        match client.delete(node, None).await {
+            // Someone else removed it meanwhile: the goal is reached anyway.
+            Ok(()) | Err(ZkError::NoNode) => {}
+            Err(e) => return Err(node_error(e, node)),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `path` and all its descendants (`zkit rm -r`); a tree that is not there is fine.
+pub async fn delete_tree(client: &Client, path: &str) -> Result<()> {
+    match client.check_stat(path).await {
+        Ok(None) => return Ok(()),
+        Ok(Some(_)) => {}
+        Err(e) => return Err(node_error(e, path)),
+    }
+    delete_descendants(client, path).await?;
+    match client.delete(path, None).await {
+        Ok(()) | Err(ZkError::NoNode) => Ok(()),
+        Err(e) => Err(node_error(e, path)),
+    }
 }
 
 /// Collects `path` and all its descendants in pre-order (parents before children, siblings
@@ -472,6 +509,12 @@ mod tests {
     fn ancestors_are_shortest_first_without_the_root() {
         assert_eq!(ancestors("/a/b/c"), vec!["/a", "/a/b"]);
         assert!(ancestors("/x").is_empty());
+    }
+
+    #[test]
+    fn hex_is_two_lowercase_digits_per_byte() {
+        assert_eq!(hex_text(&[0x00, 0xff, 0x0a, 0x7f]), "00ff0a7f");
+        assert_eq!(hex_text(&[]), "");
     }
 
     #[test]

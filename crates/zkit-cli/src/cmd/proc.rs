@@ -32,6 +32,7 @@ use zkit::procedure::{
 use zkit::{Session, SessionOptions};
 
 use super::child::{exit_code, send_signal, CmdGroup, Signals};
+use super::conn::{human_duration, ConnArgs};
 
 /// The boxed future type of [`Subprocedure`]'s methods.
 type BoxedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -42,20 +43,11 @@ pub const EXIT_ABORTED: i32 = 2;
 /// Connection options shared by the `proc` subcommands.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProcConnection {
-    /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Base znode of procedures.
     #[arg(long, default_value = DEFAULT_BASE)]
     pub base: String,
-    /// ZooKeeper session timeout: how fast a killed member is noticed.
-    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
-    pub session_timeout: Duration,
 }
 
 /// `zkit proc …`.
@@ -126,7 +118,12 @@ pub struct RecoverArgs {
 }
 
 /// Runs `zkit proc …`; returns the process exit code.
-pub async fn run(command: ProcCommand) -> anyhow::Result<i32> {
+pub async fn run(command: ProcCommand) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(command).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(command: ProcCommand) -> anyhow::Result<i32> {
     match command {
         ProcCommand::Member(args) => member(args).await,
         ProcCommand::Run(args) => coordinate(args).await,
@@ -134,13 +131,12 @@ pub async fn run(command: ProcCommand) -> anyhow::Result<i32> {
     }
 }
 
+/// The session timeout of `zkit proc` unless `--session-timeout` says otherwise: short, so a
+/// killed member is noticed quickly.
+const PROC_SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
 async fn connect(conn: &ProcConnection) -> anyhow::Result<Session> {
-    Session::connect(
-        &conn.server,
-        SessionOptions::default().with_session_timeout(conn.session_timeout),
-    )
-    .await
-    .with_context(|| format!("connecting to {}", conn.server))
+    conn.conn.session(PROC_SESSION_TIMEOUT).await
 }
 
 /// The three phase commands of `zkit proc member`, and the group they run in (so that a
@@ -481,7 +477,11 @@ async fn demo_steps(
         .run("flush", "flush-1", b"table=orders", &names, timeout)
         .await
         .context("flush-1 should complete")?;
-    writeln!(report, "  flush-1 completed in {:?}:", start.elapsed())?;
+    writeln!(
+        report,
+        "  flush-1 completed in {}:",
+        human_duration(start.elapsed())
+    )?;
     for (member, data) in &results {
         writeln!(
             report,
@@ -530,7 +530,9 @@ async fn demo_steps(
     match result {
         Err(err) => writeln!(
             report,
-            "  kill-1: rs3 killed with SIGKILL; aborted {abort_after:?} later (timeout {timeout:?}): {err}"
+            "  kill-1: rs3 killed with SIGKILL; aborted {} later (timeout {}): {err}",
+            human_duration(abort_after),
+            human_duration(timeout)
         )?,
         Ok(_) => anyhow::bail!("kill-1 completed although rs3 was killed"),
     }

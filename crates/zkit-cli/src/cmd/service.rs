@@ -20,9 +20,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use tokio::signal::unix::{signal, SignalKind};
 use zkit::discovery::{JsonInstanceSerializer, ServiceDiscovery, ServiceInstance, UriSpec};
-use zkit::{Session, SessionOptions};
+use zkit::Session;
+
+use super::child::{exit_code, Child, Ended, Signals};
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
 
 /// zkit's exit code when CMD could not be started.
 pub const EXIT_CANNOT_EXECUTE: i32 = 126;
@@ -43,20 +45,11 @@ pub enum ServiceCommand {
 /// Where the services are.
 #[derive(Debug, clap::Args)]
 pub struct Connection {
-    /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// The discovery base path (Curator's `basePath`).
     #[arg(long, default_value = zkit::discovery::DEFAULT_BASE_PATH)]
     pub base: String,
-    /// ZooKeeper session timeout.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    pub session_timeout: Duration,
     /// The Java class named in object payloads' `@class` (what a Java `ServiceDiscovery` casts
     /// the payload to); "none" writes no type information.
     #[arg(long, default_value = zkit::discovery::instance::DEFAULT_PAYLOAD_CLASS)]
@@ -120,7 +113,12 @@ pub struct NamesArgs {
 ///
 /// # Errors
 /// Connection and ZooKeeper errors, a payload that is not JSON, a CMD that cannot be waited for.
-pub async fn run(command: ServiceCommand) -> Result<i32> {
+pub async fn run(command: ServiceCommand) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(command).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(command: ServiceCommand) -> anyhow::Result<i32> {
     match command {
         ServiceCommand::Register(args) => register(args).await,
         ServiceCommand::List(args) => list(args).await,
@@ -135,12 +133,7 @@ fn serializer(connection: &Connection) -> JsonInstanceSerializer {
 }
 
 async fn connect(connection: &Connection) -> Result<(Session, ServiceDiscovery)> {
-    let session = Session::connect(
-        &connection.server,
-        SessionOptions::default().with_session_timeout(connection.session_timeout),
-    )
-    .await
-    .with_context(|| format!("connecting to {}", connection.server))?;
+    let session = connection.conn.session(DEFAULT_SESSION_TIMEOUT).await?;
     let discovery =
         ServiceDiscovery::new(&session, &connection.base)?.with_serializer(serializer(connection));
     Ok((session, discovery))
@@ -182,75 +175,6 @@ fn instance_of(args: &RegisterArgs) -> Result<ServiceInstance> {
     Ok(instance)
 }
 
-/// SIGTERM, SIGINT, SIGHUP to zkit, installed before anything runs.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> Result<Signals> {
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next signal's number.
-    async fn recv(&mut self) -> libc::c_int {
-        tokio::select! {
-            Some(()) = self.term.recv() => libc::SIGTERM,
-            Some(()) = self.int.recv() => libc::SIGINT,
-            Some(()) = self.hup.recv() => libc::SIGHUP,
-            else => std::future::pending().await,
-        }
-    }
-}
-
-fn send_signal(child: &tokio::process::Child, signal: libc::c_int) {
-    if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
-        // SAFETY: kill(2) takes no pointers; the pid is our own unreaped child (tokio reaps it
-        // only in wait), so it cannot have been given to another process.
-        let _ = unsafe { libc::kill(pid, signal) };
-    }
-}
-
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
-}
-
-/// Runs CMD to its end; signals to zkit are passed on, and after the first one CMD gets
-/// `grace` before SIGKILL.
-async fn run_child(
-    child: &mut tokio::process::Child,
-    signals: &mut Signals,
-    grace: Duration,
-) -> Result<std::process::ExitStatus> {
-    let first = tokio::select! {
-        status = child.wait() => return status.context("waiting for CMD"),
-        sig = signals.recv() => sig,
-    };
-    send_signal(child, first);
-    let deadline = tokio::time::Instant::now() + grace;
-    loop {
-        tokio::select! {
-            status = child.wait() => return status.context("waiting for CMD"),
-            sig = signals.recv() => send_signal(child, sig),
-            () = tokio::time::sleep_until(deadline) => {
-                eprintln!("zkit service: CMD did not exit within {grace:?} of the signal; SIGKILL");
-                child.kill().await.context("killing CMD")?;
-                return Ok(child.wait().await?);
-            }
-        }
-    }
-}
-
 async fn register(args: RegisterArgs) -> Result<i32> {
     // Before anything else: no window in which a signal kills zkit while CMD runs.
     let mut signals = Signals::install().context("installing signal handlers")?;
@@ -265,16 +189,28 @@ async fn register(args: RegisterArgs) -> Result<i32> {
         .with_context(|| format!("registering {} in {}", instance.name, args.connection.base))?;
     let path = discovery.path_for_instance(&instance.name, &instance.id);
     eprintln!("zkit service: registered {path}");
-    let spawned = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(rest)
         .env("ZKIT_SERVICE_NAME", &instance.name)
         .env("ZKIT_SERVICE_ID", &instance.id)
         .env("ZKIT_SERVICE_PATH", &path)
-        .stdin(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn();
-    let code = match spawned {
-        Ok(mut child) => exit_code(run_child(&mut child, &mut signals, args.grace).await?),
+        .stdin(Stdio::inherit());
+    // As `zkit lock` runs CMD: killed with zkit (PR_SET_PDEATHSIG), signals passed on, SIGKILL
+    // after --grace.
+    let code = match Child::spawn(command, "zkit service").await {
+        Ok(mut child) => {
+            let never = std::future::pending::<()>();
+            match child
+                .run_until(&mut signals, args.grace, never)
+                .await
+                .context("waiting for CMD")?
+            {
+                Ended::Exited(status) | Ended::Signalled(_, status) | Ended::Stopped(status) => {
+                    exit_code(status)
+                }
+            }
+        }
         Err(err) => {
             eprintln!("zkit service: cannot run {program}: {err}");
             EXIT_CANNOT_EXECUTE
@@ -283,7 +219,9 @@ async fn register(args: RegisterArgs) -> Result<i32> {
     // Unregister only now that CMD has exited: never listed while not running, never running
     // unlisted for longer than a session loss.
     match tokio::time::timeout(
-        args.connection.session_timeout,
+        args.connection
+            .conn
+            .session_timeout_or(DEFAULT_SESSION_TIMEOUT),
         discovery.unregister(&instance.id),
     )
     .await

@@ -28,33 +28,26 @@ use zkit::txn::{
 };
 use zkit::{Session, SessionOptions};
 
+use super::conn::ConnArgs;
+use super::progress::Progress;
+
+/// The session timeout of `zkit txn` unless `--session-timeout` says otherwise: short, so a
+/// participant's death is noticed quickly.
+const TXN_SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// Options every `zkit txn` command shares.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TxnCommon {
-    /// ZooKeeper connect string.
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
-    pub server: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Root znode of the transactions.
     #[arg(long, default_value = zkit::txn::DEFAULT_ROOT)]
     pub root: String,
-    /// Requested session timeout.
-    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
-    pub session_timeout: Duration,
 }
 
 impl TxnCommon {
     async fn session(&self) -> Result<Session> {
-        Session::connect(
-            &self.server,
-            SessionOptions::default().with_session_timeout(self.session_timeout),
-        )
-        .await
-        .with_context(|| format!("cannot connect to {}", self.server))
+        self.conn.session(TXN_SESSION_TIMEOUT).await
     }
 }
 
@@ -135,7 +128,12 @@ pub enum TxnCommand {
 }
 
 /// Runs `zkit txn …`; the exit code is 0 on success.
-pub async fn run(command: TxnCommand) -> Result<i32> {
+pub async fn run(command: TxnCommand) -> anyhow::Result<std::process::ExitCode> {
+    run_exit_code(command).await.map(super::process_exit)
+}
+
+/// What [`run`] does, with the exit code as a number.
+async fn run_exit_code(command: TxnCommand) -> anyhow::Result<i32> {
     match command {
         TxnCommand::Participant {
             common,
@@ -564,6 +562,8 @@ pub async fn demo_txn(server_addr: &str) -> Result<String> {
 async fn scenarios(procs: &mut Procs) -> Result<String> {
     let mut out = String::new();
     let wait = Duration::from_secs(30);
+    let mut progress = Progress::new("zkit txn demo", 7);
+    progress.step("starting 3 participant processes and a recoverer");
     for p in PS {
         procs.spawn_participant(p, None)?;
     }
@@ -591,6 +591,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     let coordinator = Coordinator::new(&session, options.clone())?;
 
     // 1. 20 all-yes transactions.
+    progress.step("1. 20 all-yes transactions");
     let mut took = Vec::new();
     let mut committed = 0;
     let mut last = String::new();
@@ -624,6 +625,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     }
 
     // 2. One "no" vote.
+    progress.step("2. One \"no\" vote");
     let txn = coordinator.begin(&PS, b"veto=P2")?;
     let txid = txn.txid().to_string();
     let outcome = txn.commit().await?;
@@ -635,6 +637,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     }
 
     // 3. A participant killed (SIGKILL) before voting.
+    progress.step("3. A participant killed (SIGKILL) before voting");
     procs.kill9("P3").await?;
     procs.spawn_participant("P3", Some("60s"))?;
     procs.expect("P3", &["READY"], wait).await?;
@@ -683,6 +686,9 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     procs.expect("P3", &["READY"], wait).await?;
 
     // 4. The coordinator killed before writing the decision: the recovering group commits.
+    progress.step(
+        "4. The coordinator killed before writing the decision: the recovering group commits",
+    );
     procs.spawn(
         "COORD",
         &[
@@ -723,6 +729,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     writeln!(out, "   applied: {}", states_line(procs, &txid)?)?;
 
     // 5. A participant killed after voting yes comes back and applies the decision.
+    progress.step("5. A participant killed after voting yes comes back and applies the decision");
     let slow = Coordinator::new(
         &session,
         TxnOptions {
@@ -759,6 +766,7 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     procs.expect("P3", &["READY"], wait).await?;
 
     // 6. The old coordinator and the recoverer race for the decision.
+    progress.step("6. The old coordinator and the recoverer race for the decision");
     procs.spawn(
         "OLD",
         &[
@@ -820,5 +828,6 @@ async fn scenarios(procs: &mut Procs) -> Result<String> {
     ] {
         writeln!(out, "   {name:<58} {result}")?;
     }
+    progress.finish();
     Ok(out)
 }

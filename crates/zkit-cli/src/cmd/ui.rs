@@ -17,12 +17,7 @@ use zkit_dashboard::{Dashboard, DashboardConfig};
 #[derive(Debug, clap::Args)]
 pub struct UiArgs {
     /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
-    #[arg(
-        long,
-        short = 's',
-        env = "ZKIT_SERVER",
-        default_value = "127.0.0.1:2181"
-    )]
+    #[arg(long, env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
     pub server: String,
     /// HTTP port of the dashboard; 0 picks a free one (printed on startup).
     #[arg(long, default_value_t = 8081)]

@@ -21,7 +21,8 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 use zkit_client::{AddWatchMode, Client, Error as ZkError, EventType, SessionState, Stat};
 
-use super::node::{connect_with, node_error, ServerArg};
+use super::conn::ConnArgs;
+use super::node::node_error;
 
 /// Pause between attempts to open a new session after the old one expired.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
@@ -124,12 +125,7 @@ async fn read(client: &Client, path: &str) -> Result<Option<Seen>, ZkError> {
 /// The first connect failing, a refused watch (bad path, no permission), authentication
 /// failure, or a write to stdout failing. A lost connection or an expired session is not an
 /// error: the command reconnects (or opens a new session) and reports what it missed.
-pub async fn run(
-    server: &ServerArg,
-    path: &str,
-    recursive: bool,
-    count: Option<u64>,
-) -> Result<()> {
+pub async fn run(conn: &ConnArgs, path: &str, recursive: bool, count: Option<u64>) -> Result<()> {
     let mode = if recursive {
         AddWatchMode::PersistentRecursive
     } else {
@@ -137,7 +133,7 @@ pub async fn run(
     };
     let children = !recursive;
     let mut printer = Printer { printed: 0, count };
-    let mut client = connect_with(server).await?;
+    let mut client = conn.client().await?;
     // What was last reported about `path`; `None` before the first read.
     let mut last: Option<Option<Seen>> = None;
     loop {
@@ -202,7 +198,7 @@ pub async fn run(
             return Ok(());
         }
         client = loop {
-            match connect_with(server).await {
+            match conn.client().await {
                 Ok(client) => break client,
                 Err(err) => {
                     eprintln!("{err:#}; retrying");
