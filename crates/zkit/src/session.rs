@@ -111,6 +111,20 @@ pub struct SessionEvent {
     pub session_id: i64,
 }
 
+impl SessionEvent {
+    /// Whether what was taken in session `generation` (a lock, leadership, an ephemeral node)
+    /// is still held according to this event: the same session, and not `Lost` or `Closed`.
+    /// `Suspended` keeps it: the session layer declares `Lost` once the session's validity
+    /// deadline passes (see the module docs), so until then the session provably lives.
+    pub fn keeps(&self, generation: u64) -> bool {
+        self.generation == generation
+            && matches!(
+                self.state,
+                SessionState::Connected | SessionState::Suspended | SessionState::Reconnected
+            )
+    }
+}
+
 /// Options of [`Session::connect`].
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
@@ -557,6 +571,25 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn nothing_acknowledged_is_never_valid() {
         assert_eq!(still_valid(None, TIMEOUT, Instant::now()), None);
+    }
+
+    #[test]
+    fn what_a_session_held_survives_suspended_but_not_lost_or_a_new_generation() {
+        let at = |state, generation| SessionEvent {
+            state,
+            generation,
+            session_id: 7,
+        };
+        for state in [
+            SessionState::Connected,
+            SessionState::Suspended,
+            SessionState::Reconnected,
+        ] {
+            assert!(at(state, 3).keeps(3), "{state:?}");
+            assert!(!at(state, 4).keeps(3), "{state:?} of the next session");
+        }
+        assert!(!at(SessionState::Lost, 3).keeps(3));
+        assert!(!at(SessionState::Closed, 3).keeps(3));
     }
 
     #[test]

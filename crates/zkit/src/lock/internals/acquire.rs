@@ -89,15 +89,16 @@ pub(crate) async fn recover(
 
 /// Runs the acquisition; `timeout` bounds it as a whole.
 ///
-/// A session-bound (ephemeral) acquisition belongs to the session it starts on. If that session
-/// is lost or replaced before the lock is held (or suspended, with
-/// [`LockOptions::suspended_is_lost`]), it fails with [`Error::SessionLost`], as Curator's
-/// `acquire` throws, instead of silently starting over on the next session: the caller learns
-/// that everything tied to the old session is gone and decides whether to try again.
+/// A session-bound (ephemeral) acquisition belongs to the session it starts on. A `Suspended`
+/// session changes nothing: a waiter holds nothing and keeps waiting. If the session is lost or
+/// replaced before the lock is held, the waiter's node is gone with it: by default
+/// ([`LockOptions::fail_waiters_on_lost`] `false`) it enters the line again on the next session
+/// (a new node, at the back of the line); with `true` it fails with [`Error::SessionLost`], as
+/// Curator's `acquire` throws.
 pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result<LockGuard> {
     let started = Instant::now();
     let deadline = timeout.map(|t| started + t);
-    let bound = if c.mode == zk::CreateMode::EphemeralSequential {
+    let mut bound = if c.mode == zk::CreateMode::EphemeralSequential {
         // Bind to the session we are connected to now (waiting for one if none is).
         match until(deadline, c.session.wait_connected()).await {
             None => return Err(Error::Timeout(timeout.unwrap_or_default())),
@@ -147,7 +148,6 @@ pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result
                         parent: c.parent.to_string(),
                         uuid: cleanup.uuid.clone(),
                     },
-                    c.options,
                     bound.is_some(),
                     lease_deadline,
                 );
@@ -156,8 +156,41 @@ pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result
             }
             // Restart with a fresh node; the drop guard removes the old one.
             Some(Ok(None)) => continue,
+            Some(Err(Error::SessionLost)) if !c.options.fail_waiters_on_lost => {
+                let Some(old) = bound else {
+                    return Err(Error::SessionLost);
+                };
+                // The drop guard removes the old node (if the old session still has it) from the
+                // new session; join the line again there.
+                tracing::debug!(
+                    parent = c.parent,
+                    "lock waiter: session lost, entering again"
+                );
+                match until(deadline, next_session(c.session, old)).await {
+                    None => return Err(Error::Timeout(timeout.unwrap_or_default())),
+                    Some(event) => bound = Some(event?.generation),
+                }
+            }
             // The drop guard removes our node (if the session still has it) in the background.
             Some(Err(err)) => return Err(err),
+        }
+    }
+}
+
+/// Waits for a connected session of a generation other than `old` (the client may report an
+/// expiry before the session layer has declared `Lost` and built the next one).
+async fn next_session(session: &Session, old: u64) -> Result<SessionEvent> {
+    let mut state_rx = session.watch_state();
+    loop {
+        let event = *state_rx.borrow_and_update();
+        if event.state == SessionState::Closed {
+            return Err(Error::Closed);
+        }
+        if event.state.is_connected() && event.generation != old {
+            return Ok(event);
+        }
+        if state_rx.changed().await.is_err() {
+            return Err(Error::Closed);
         }
     }
 }
@@ -167,10 +200,7 @@ fn check_session(c: &Contend<'_>, bound: Option<u64>, event: &SessionEvent) -> R
     let Some(bound) = bound else {
         return Ok(());
     };
-    let gone = event.generation != bound
-        || event.state == SessionState::Lost
-        || (event.state == SessionState::Suspended && c.options.suspended_is_lost);
-    if gone {
+    if !event.keeps(bound) && event.state != SessionState::Closed {
         tracing::debug!(parent = c.parent, state = ?event.state, "lock waiter: session lost");
         return Err(Error::SessionLost);
     }
@@ -314,8 +344,8 @@ async fn attempt(c: &Contend<'_>, uuid: &str, bound: Option<u64>) -> Result<Opti
             }
             Err(Error::SessionExpired | Error::SessionLost) => return Ok(None),
             Err(err) if err.is_recoverable() => {
-                // A connection loss while waiting is a Suspended the state stream may not have
-                // shown yet; a waiter configured to treat it as lost gives up now.
+                // A connection loss while waiting: keep waiting (on the same node) for the
+                // reconnect, unless the session is gone meanwhile.
                 check_session(c, bound, &c.session.state())?;
                 recover(c.session, err, &c.options.retry, &mut retries, start).await?
             }

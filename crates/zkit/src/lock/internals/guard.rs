@@ -9,7 +9,7 @@ use zkit_client as zk;
 use super::release::{
     delete_node, send_delete, session_ended, Cleanup, PendingRelease, ReleaseSlot,
 };
-use super::{LockOptions, REVOKE_MESSAGE};
+use super::REVOKE_MESSAGE;
 use crate::error::Result;
 use crate::protected::{spawn_orphan_cleanup, CreatedNode};
 use crate::session::{Session, SessionState};
@@ -49,7 +49,6 @@ impl LockGuard {
         session: &Session,
         node: CreatedNode,
         cleanup: Cleanup,
-        options: &LockOptions,
         ephemeral: bool,
         lease_deadline: Option<Instant>,
     ) -> LockGuard {
@@ -61,7 +60,6 @@ impl LockGuard {
             path: node.path.clone(),
             generation: node.generation,
             session_bound: ephemeral,
-            suspended_is_lost: options.suspended_is_lost,
             lease_deadline,
             lost: lost.clone(),
             revoke: revoke.clone(),
@@ -105,11 +103,23 @@ impl LockGuard {
     }
 
     /// The lost-signal: cancelled when the lock can no longer be assumed held: session `Lost`
-    /// (or replaced), `Suspended` when [`LockOptions::suspended_is_lost`], the node deleted, or
-    /// (lease locks) the maximum locked time reached. It never un-fires; `token.cancelled()`
+    /// (or replaced), the node deleted, or (lease locks) the maximum locked time reached. A
+    /// `Suspended` session does not fire it: the session layer declares `Lost` when the
+    /// session's validity deadline ([`LockGuard::valid_until`]) passes without a reconnect. It never un-fires; `token.cancelled()`
     /// is a future to `select!` on.
     pub fn lost(&self) -> CancellationToken {
         self.lost.clone()
+    }
+
+    /// Until when this lock provably stays ours, for a lock on an ephemeral node: the validity
+    /// deadline of the session it was taken in ([`Session::valid_until_for`]). `None` once the
+    /// lost-signal fired or that session is gone, and for locks not bound to a session (TTL
+    /// leases).
+    pub fn valid_until(&self) -> Option<Instant> {
+        if !self.session_bound || self.lost.is_cancelled() {
+            return None;
+        }
+        self.session.valid_until_for(self.generation)
     }
 
     /// True once the lost-signal fired.
@@ -242,7 +252,6 @@ struct Monitor {
     generation: u64,
     /// Ephemeral node: the lock lives and dies with the session.
     session_bound: bool,
-    suspended_is_lost: bool,
     lease_deadline: Option<Instant>,
     lost: CancellationToken,
     revoke: CancellationToken,
@@ -264,14 +273,13 @@ async fn monitor(m: Monitor) {
             return;
         }
         let event = *state_rx.borrow_and_update();
+        // Suspended keeps the lock: the session layer declares Lost when the session's
+        // validity deadline passes (see `crate::session`), which is when it may end.
         if m.session_bound && event.generation != m.generation {
             return lost("session replaced");
         }
         match event.state {
             SessionState::Lost if m.session_bound => return lost("session lost"),
-            SessionState::Suspended if m.session_bound && m.suspended_is_lost => {
-                return lost("connection suspended")
-            }
             SessionState::Closed => return lost("session closed"),
             _ => {}
         }

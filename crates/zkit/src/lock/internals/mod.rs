@@ -7,9 +7,12 @@
 //!   carries a drop guard that deletes the attempt's UUID-named node in the background.
 //! - Ownership is declared only after checking that our node exists and, for ephemeral nodes,
 //!   that its `ephemeralOwner` is our current session (CURATOR-696).
-//! - A session lost (or replaced, or suspended when that counts as lost) under a waiting
-//!   acquisition fails it with [`Error::SessionLost`]; under a holder it fires the holder's
-//!   lost-signal. Neither silently continues on the next session.
+//! - `Suspended` changes nothing: the session provably lives until
+//!   [`crate::Session::valid_until`], and the session layer declares `Lost` when that passes.
+//! - A session lost (or replaced) under a holder fires the holder's lost-signal; under a waiting
+//!   acquisition it makes the waiter enter the line again on the next session, or fail with
+//!   [`Error::SessionLost`] ([`LockOptions::fail_waiters_on_lost`]). A holder never silently
+//!   continues on the next session.
 //!
 //! Split in three: [`acquire`] (contending for the lock), [`guard`] (the held lock and its
 //! lost-signal monitor) and [`release`] (deleting the node, now or in the background).
@@ -30,13 +33,17 @@ pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 /// Options shared by the lock recipes.
 #[derive(Debug, Clone)]
 pub struct LockOptions {
-    /// Whether `Suspended` fires the holder's lost-signal (default `true`, like Curator's
-    /// `StandardConnectionStateErrorPolicy`): during a disconnect we cannot know whether the
-    /// session (and so the lock) survives. With `false`, only `Lost` (and deletion of the node)
-    /// fire it. The same choice applies to waiters: with `true`, an acquisition that sees its
-    /// session suspended fails with [`Error::SessionLost`]; with `false` it waits for the
-    /// reconnect and fails only on `Lost`.
-    pub suspended_is_lost: bool,
+    /// What a waiter does when its session is `Lost` before it holds the lock: `false` (the
+    /// default) enters the line again on the next session; `true` fails the acquisition with
+    /// [`Error::SessionLost`], as Curator's `acquire` throws.
+    ///
+    /// Re-entering is the default because a waiter holds nothing: starting over on a new
+    /// session cannot break exclusion, it only costs the waiter its place in the line, and a
+    /// leader election of the ensemble then never fails a waiting caller. Choose `true` when
+    /// the caller must learn that everything tied to the old session (its ephemeral nodes,
+    /// its watches) is gone. A `Suspended` session is never a reason to give up, for holders
+    /// nor waiters: see the failover table in the crate docs.
+    pub fail_waiters_on_lost: bool,
     /// Retry policy for recoverable errors while connected.
     pub retry: RetryPolicy,
     /// Data stored in the lock node (diagnostics; Curator stores the host address).
@@ -46,7 +53,7 @@ pub struct LockOptions {
 impl Default for LockOptions {
     fn default() -> Self {
         LockOptions {
-            suspended_is_lost: true,
+            fail_waiters_on_lost: false,
             retry: RetryPolicy::default(),
             node_data: format!("zkit pid={}", std::process::id()).into_bytes(),
         }
