@@ -11,7 +11,7 @@
 //!   [`crate::Session::valid_until`], and the session layer declares `Lost` when that passes.
 //! - A session lost (or replaced) under a holder fires the holder's lost-signal; under a waiting
 //!   acquisition it makes the waiter enter the line again on the next session, or fail with
-//!   [`Error::SessionLost`] ([`LockOptions::fail_waiters_on_lost`]). A holder never silently
+//!   [`crate::Error::SessionLost`] ([`LockOptions::fail_waiters_on_lost`]). A holder never silently
 //!   continues on the next session.
 //!
 //! Split in three: [`acquire`] (contending for the lock), [`guard`] (the held lock and its
@@ -35,7 +35,7 @@ pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 pub struct LockOptions {
     /// What a waiter does when its session is `Lost` before it holds the lock: `false` (the
     /// default) enters the line again on the next session; `true` fails the acquisition with
-    /// [`Error::SessionLost`], as Curator's `acquire` throws.
+    /// [`crate::Error::SessionLost`], as Curator's `acquire` throws.
     ///
     /// Re-entering is the default because a waiter holds nothing: starting over on a new
     /// session cannot break exclusion, it only costs the waiter its place in the line, and a
