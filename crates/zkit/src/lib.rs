@@ -44,6 +44,42 @@
 //!
 //! Every recipe takes a [`Session`] (not a raw client), fetches the current client for each
 //! operation, and reports session loss instead of silently carrying on.
+//!
+//! # Failover
+//!
+//! One rule, decided in one place ([`session`], "The validity rule"): a session provably lives
+//! until [`Session::valid_until`] = the send time of the last request a server answered (pings
+//! included) + the negotiated session timeout − a tenth of it (a margin for clock rate, local
+//! monotonic clock). No server can expire the session before then, whichever member the client
+//! talks to and whatever leader the ensemble elects meanwhile. The session layer declares
+//! [`SessionState::Lost`] when that deadline passes without a newer answered request, or when
+//! the expiry is observed; it then closes the old client and builds a new session.
+//!
+//! | | `Suspended` (connection dropped, session provably alive) | `Lost` (expired, or past `valid_until`) |
+//! |---|---|---|
+//! | Lock holder ([`lock::Mutex`], [`lock::ReadWriteLock`], [`lock::Semaphore`] leases, [`lock::KazooLock`], [`lock::MultiLock`]) | keeps holding; [`lock::LockGuard::lost`] does not fire; a reconnect to another member changes nothing | lost-signal fires |
+//! | Lock waiter | keeps waiting, keeps its place in the line | enters the line again on the new session (default), or fails with [`Error::SessionLost`] with [`lock::LockOptions::fail_waiters_on_lost`] |
+//! | [`lock::LeaseLock`] (TTL node) | keeps holding | keeps holding: the node is not tied to a session; only the lease end or deletion end it |
+//! | [`election::LeaderLatch`], [`election::LeaderSelector`] leader | keeps leadership | withdraws (the selector cancels its task); contends again on the new session |
+//! | Election follower | keeps its place | joins again on the new session |
+//! | `zkit lock -- CMD` holder | CMD keeps running | CMD gets SIGTERM (SIGKILL after `--grace`); exit 76 |
+//! | `zkit lock` waiter | keeps waiting | waits again on a new session (`--fail-on-session-loss`: exit 76) |
+//! | `zkit elect -- CMD` | CMD keeps running | CMD is stopped; contends again |
+//!
+//! The library's waiter default is to enter the line again because a waiter holds nothing:
+//! starting over on a new session cannot break exclusion, and an ensemble's leader election
+//! (every rolling restart) then never fails a waiting caller. Curator's `acquire` throws
+//! instead; [`lock::LockOptions::fail_waiters_on_lost`] gives that behaviour to callers who must
+//! learn that everything tied to the old session is gone. There is no strict mode that takes
+//! `Suspended` for a loss: during `Suspended` the session provably lives, so giving up then only
+//! makes every leader election of the ensemble stop every holder (Curator leaves that guess to
+//! its users, Curator tech note 10).
+//!
+//! What no local rule covers: a holder that keeps using its resource for longer than the margin
+//! after `Lost` (a CMD that ignores SIGTERM for its `--grace`, a paused process), and a holder
+//! killed with SIGKILL (its session lives on for a session timeout, its children die only by
+//! `PR_SET_PDEATHSIG`). Pass the fencing token ([`lock::LockGuard::fencing_token`]) to the
+//! resource and have it refuse tokens lower than the highest it has seen.
 #![deny(missing_docs)]
 
 pub mod atomic;

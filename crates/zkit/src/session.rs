@@ -1,20 +1,45 @@
 //! The resilient session layer: one [`Session`] wraps a [`zkit_client::Client`] and turns its
-//! raw states into Curator's connection states ([`SessionState`]), and replaces the ZooKeeper
-//! session by itself after it is lost.
+//! raw states into Curator's connection states ([`SessionState`]), decides how long the session
+//! provably lives ([`Session::valid_until`]), and replaces the ZooKeeper session by itself after
+//! it is lost.
 //!
-//! The meaning of the states is Curator's (`ConnectionState`):
+//! The meaning of the states:
 //! - `Connected`: a (new) ZooKeeper session is established. Emitted once per generation.
-//! - `Suspended`: the connection dropped; the session may still be alive on the server. Anything
-//!   that depends on the session (locks, leadership) must be treated as uncertain.
+//! - `Suspended`: the connection dropped; the session is still *provably* alive until
+//!   [`Session::valid_until`], and the client is trying the other servers. Holders keep
+//!   holding, waiters keep waiting: a reconnect to any member inside that window changes
+//!   nothing.
 //! - `Reconnected`: the connection is back and the *same* session survived.
-//! - `Lost`: the session expired, or no reconnect happened within the negotiated session timeout
-//!   measured locally from the moment of `Suspended` (Curator 3+'s behaviour; the server may not
-//!   have expired it yet, but after that long it may have, so we must assume it has).
+//! - `Lost`: the session expired, or its validity deadline passed without a reconnect: the
+//!   server may have expired it by now, so everything tied to it must be assumed gone.
 //! - `Closed`: [`Session::close`] was called or the last handle dropped. Terminal.
 //!
-//! After `Lost` a background task connects a new ZooKeeper session (with backoff, forever until
-//! closed) and emits `Connected` with a new [`SessionEvent::generation`] and session id. Recipes
-//! compare generations to know that what they owned in the old session is gone.
+//! # The validity rule
+//!
+//! A ZooKeeper server expires a session only after a full negotiated session timeout without
+//! hearing from its client (and rounds that up to its next tick; a new leader restarts every
+//! session's timeout when it takes over). The client knows the *send* time `s` of the last
+//! request that a server answered ([`zkit_client::Client::last_acknowledged_send`], pings
+//! included): that server heard from the session after `s`, so the session lives at least
+//! until `s + timeout` on the server's clock. The session layer uses
+//!
+//! `valid_until = s + timeout − margin`, with `margin = timeout / 10`
+//!
+//! on the local monotonic clock ([`valid_until`], [`validity_margin`]). The margin covers a
+//! difference in clock *rate* between this host and the servers (quartz drift is below
+//! 100 ppm and NTP slews at most 500 ppm, so a 10 % margin is 200 times the worst rate error)
+//! and leaves the rest for the delay between the deadline and the holder's reaction (a timer
+//! wake-up, a signal to a child process). It does not cover a holder that takes longer than
+//! the margin to stop using its resource: that is what fencing tokens are for.
+//!
+//! This goes beyond Curator, whose `SUSPENDED` leaves the user to guess (Curator tech note 10)
+//! and whose `LOST` comes a full session timeout after the disconnect, later than a server may
+//! already have expired the session. Here `Lost` is declared when `valid_until` passes in any
+//! state without a newer acknowledged request, or when the client observes the expiry. The old
+//! client is then closed (so that it cannot revive the old session behind the recipes' backs) and
+//! a background task connects a new ZooKeeper session (with backoff, forever until closed), which
+//! emits `Connected` with a new [`SessionEvent::generation`] and session id. Recipes compare
+//! generations to know that what they owned in the old session is gone.
 //!
 //! This module must not retry user operations: that is [`crate::retry()`]'s job.
 
@@ -22,22 +47,46 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zkit_client as zk;
 
 use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
 
+/// The part of a session timeout not counted on (see the module docs, "The validity rule").
+pub fn validity_margin(session_timeout: Duration) -> Duration {
+    session_timeout / 10
+}
+
+/// The validity rule, in one place: a session whose last answered request was sent at
+/// `last_acknowledged_send` (local monotonic clock) and whose negotiated timeout is
+/// `session_timeout` provably lives until the returned instant.
+pub fn valid_until(last_acknowledged_send: Instant, session_timeout: Duration) -> Instant {
+    last_acknowledged_send + session_timeout - validity_margin(session_timeout)
+}
+
+/// The supervisor's verdict on one session at `now`: its validity deadline while it is still
+/// provably alive, `None` once it is not (or when nothing was ever acknowledged).
+fn still_valid(
+    last_acknowledged_send: Option<Instant>,
+    session_timeout: Duration,
+    now: Instant,
+) -> Option<Instant> {
+    let deadline = valid_until(last_acknowledged_send?, session_timeout);
+    (now < deadline).then_some(deadline)
+}
+
 /// Curator-style connection state of a [`Session`]. See the module docs for the exact meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionState {
     /// A new ZooKeeper session is established (first connect, or after `Lost`).
     Connected,
-    /// Connection dropped; the session may still be alive.
+    /// Connection dropped; the session is still alive until [`Session::valid_until`].
     Suspended,
     /// Connection back; the same session survived.
     Reconnected,
-    /// The session is gone (expired, or not reconnected within the session timeout).
+    /// The session is gone (expired, or its validity deadline passed without a reconnect).
     Lost,
     /// The session layer was closed. Terminal.
     Closed,
@@ -60,6 +109,20 @@ pub struct SessionEvent {
     pub generation: u64,
     /// The ZooKeeper session id of that generation.
     pub session_id: i64,
+}
+
+impl SessionEvent {
+    /// Whether what was taken in session `generation` (a lock, leadership, an ephemeral node)
+    /// is still held according to this event: the same session, and not `Lost` or `Closed`.
+    /// `Suspended` keeps it: the session layer declares `Lost` once the session's validity
+    /// deadline passes (see the module docs), so until then the session provably lives.
+    pub fn keeps(&self, generation: u64) -> bool {
+        self.generation == generation
+            && matches!(
+                self.state,
+                SessionState::Connected | SessionState::Suspended | SessionState::Reconnected
+            )
+    }
 }
 
 /// Options of [`Session::connect`].
@@ -149,6 +212,20 @@ impl Shared {
         self.state_tx.send_replace(event);
         // No receivers is fine: nobody subscribed yet.
         let _ = self.events_tx.send(event);
+    }
+
+    /// The validity deadline of session `generation`, when it is the current one and still
+    /// provably alive.
+    fn valid_until(&self, generation: u64) -> Option<Instant> {
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.generation != generation {
+            return None;
+        }
+        still_valid(
+            current.client.last_acknowledged_send(),
+            current.client.session_timeout(),
+            Instant::now(),
+        )
     }
 
     fn current(&self) -> (zk::Client, u64) {
@@ -284,6 +361,27 @@ impl Session {
         self.client().session_timeout()
     }
 
+    /// Until when the current ZooKeeper session provably lives (see the module docs, "The
+    /// validity rule"): `None` once it is `Lost` or `Closed`. While connected it moves forward
+    /// with every answered request (pings included); while `Suspended` it stands still, and
+    /// the session layer declares `Lost` when it passes.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.valid_until_for(self.state().generation)
+    }
+
+    /// [`Session::valid_until`] for the session of `generation`: `None` when that session is
+    /// not the current one any more, or is `Lost` or `Closed`. What a lock guard or a leader
+    /// taken in `generation` can rely on.
+    pub fn valid_until_for(&self, generation: u64) -> Option<Instant> {
+        let event = self.state();
+        if event.generation != generation
+            || matches!(event.state, SessionState::Lost | SessionState::Closed)
+        {
+            return None;
+        }
+        self.shared().valid_until(generation)
+    }
+
     /// Waits until the session is `Connected` or `Reconnected` (returns at once if it is).
     ///
     /// # Errors
@@ -321,22 +419,30 @@ impl Session {
     }
 }
 
-/// The background task: follows the raw client states, emits Curator states, rebuilds after Lost.
+/// The background task: follows the raw client states, emits Curator states, declares `Lost`
+/// past the validity deadline, rebuilds after Lost.
 async fn supervise(shared: Arc<Shared>) {
     loop {
         let (client, generation) = shared.current();
         let session_id = client.session_id().0;
-        let timeout = client.session_timeout();
         let mut watcher = client.state_watcher();
         // Do not keep a client clone while watching: the user's clones decide its lifetime, and
         // after Lost we replace the one in `current`, which closes the old session.
         drop(client);
-        let lost = follow_one_session(&shared, &mut watcher, generation, session_id, timeout).await;
+        let lost = follow_one_session(&shared, &mut watcher, generation, session_id).await;
         if !lost {
             shared.emit(SessionState::Closed, generation, session_id);
             return;
         }
         shared.emit(SessionState::Lost, generation, session_id);
+        // The old client must not revive the old session (reconnecting after we declared it
+        // lost would keep its ephemeral nodes alive behind the recipes' backs): close it. Without
+        // a connection the close is local and immediate.
+        let (old, old_generation) = shared.current();
+        if old_generation == generation {
+            tokio::spawn(old.close());
+        }
+        drop(old);
         if !rebuild(&shared, generation).await {
             shared.emit(SessionState::Closed, generation, session_id);
             return;
@@ -350,41 +456,43 @@ async fn follow_one_session(
     watcher: &mut zk::StateWatcher,
     generation: u64,
     session_id: i64,
-    session_timeout: Duration,
 ) -> bool {
     use zk::SessionState as Raw;
     // The watcher may already have moved on between connect and now; `state()` consumes it so
     // the same transition is not seen twice.
     let mut raw = watcher.state();
+    let mut suspended = false;
     loop {
         match raw {
-            Raw::SyncConnected | Raw::ConnectedReadOnly => {}
-            Raw::Expired | Raw::AuthFailed | Raw::Closed => return true,
-            Raw::Disconnected => {
-                shared.emit(SessionState::Suspended, generation, session_id);
-                // Curator measures the session timeout locally from the disconnect: past it, the
-                // server may have expired us, so we must assume it has.
-                let deadline = tokio::time::Instant::now() + session_timeout;
-                loop {
-                    tokio::select! {
-                        _ = shared.closed.cancelled() => return false,
-                        _ = tokio::time::sleep_until(deadline) => return true,
-                        state = watcher.changed() => match state {
-                            Raw::SyncConnected | Raw::ConnectedReadOnly => {
-                                shared.emit(SessionState::Reconnected, generation, session_id);
-                                break;
-                            }
-                            Raw::Disconnected => {}
-                            Raw::Expired | Raw::AuthFailed | Raw::Closed => return true,
-                        }
-                    }
+            Raw::SyncConnected | Raw::ConnectedReadOnly => {
+                if suspended {
+                    suspended = false;
+                    shared.emit(SessionState::Reconnected, generation, session_id);
                 }
             }
+            Raw::Disconnected => {
+                if !suspended {
+                    suspended = true;
+                    shared.emit(SessionState::Suspended, generation, session_id);
+                }
+            }
+            Raw::Expired | Raw::AuthFailed | Raw::Closed => return true,
         }
-        raw = tokio::select! {
-            _ = shared.closed.cancelled() => return false,
-            state = watcher.changed() => state,
+        // Connected or not, the session counts only while it provably lives: a connection that
+        // stays up but gets no answers is as good as none.
+        let Some(deadline) = shared.valid_until(generation) else {
+            tracing::warn!(
+                session = format_args!("{session_id:#x}"),
+                "session validity passed without a reconnect"
+            );
+            return true;
         };
+        tokio::select! {
+            _ = shared.closed.cancelled() => return false,
+            state = watcher.changed() => raw = state,
+            // Judged again at the top: a request answered meanwhile moved the deadline.
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
     }
 }
 
@@ -423,6 +531,84 @@ async fn rebuild(shared: &Shared, old_generation: u64) -> bool {
                     _ = tokio::time::sleep(sleep) => {}
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(10);
+
+    #[tokio::test(start_paused = true)]
+    async fn valid_until_is_last_acknowledged_send_plus_timeout_minus_margin() {
+        let sent = Instant::now();
+        assert_eq!(validity_margin(TIMEOUT), Duration::from_secs(1));
+        assert_eq!(valid_until(sent, TIMEOUT), sent + Duration::from_secs(9));
+        // Measured from the send, not from when the reply arrived or the link dropped.
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(
+            still_valid(Some(sent), TIMEOUT, Instant::now()),
+            Some(sent + Duration::from_secs(9))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn validity_ends_at_the_deadline_not_a_full_timeout_after_a_disconnect() {
+        let sent = Instant::now();
+        // The link drops 4 s after the last answered ping; a disconnect-based rule (Curator's)
+        // would wait until 14 s, five seconds after a server may have expired the session.
+        tokio::time::advance(Duration::from_secs(4)).await;
+        let deadline = still_valid(Some(sent), TIMEOUT, Instant::now()).expect("valid at 4 s");
+        tokio::time::advance(Duration::from_millis(4_999)).await;
+        assert_eq!(
+            still_valid(Some(sent), TIMEOUT, Instant::now()),
+            Some(deadline),
+            "still valid 1 ms before the deadline"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(still_valid(Some(sent), TIMEOUT, Instant::now()), None);
+        // A request answered meanwhile (a reconnect's ConnectRequest, a ping) moves it on.
+        let resent = Instant::now();
+        assert_eq!(
+            still_valid(Some(resent), TIMEOUT, Instant::now()),
+            Some(resent + Duration::from_secs(9))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_acknowledged_is_never_valid() {
+        assert_eq!(still_valid(None, TIMEOUT, Instant::now()), None);
+    }
+
+    #[test]
+    fn what_a_session_held_survives_suspended_but_not_lost_or_a_new_generation() {
+        let at = |state, generation| SessionEvent {
+            state,
+            generation,
+            session_id: 7,
+        };
+        for state in [
+            SessionState::Connected,
+            SessionState::Suspended,
+            SessionState::Reconnected,
+        ] {
+            assert!(at(state, 3).keeps(3), "{state:?}");
+            assert!(!at(state, 4).keeps(3), "{state:?} of the next session");
+        }
+        assert!(!at(SessionState::Lost, 3).keeps(3));
+        assert!(!at(SessionState::Closed, 3).keeps(3));
+    }
+
+    #[test]
+    fn margin_scales_with_the_timeout() {
+        for ms in [200u64, 4_000, 30_000, 40_000] {
+            let timeout = Duration::from_millis(ms);
+            let margin = validity_margin(timeout);
+            assert_eq!(margin, timeout / 10);
+            // 200 times the worst clock-rate error NTP allows (500 ppm).
+            assert!(margin >= timeout * 500 / 1_000_000 * 200);
         }
     }
 }

@@ -80,7 +80,8 @@ async fn child_is_terminated_when_the_lock_is_lost() {
             async move { std::fs::read_to_string(&log).is_ok_and(|t| t.starts_with("token ")) }
         })
         .await;
-        // Black-hole the link: zkit sees Suspended (= lost by default) and stops the child.
+        // Black-hole the link: zkit sees Suspended, then Lost when the session's validity
+        // deadline passes, and stops the child.
         proxy.pause();
         let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
             .await

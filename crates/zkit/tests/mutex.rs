@@ -168,11 +168,91 @@ async fn deleting_the_node_fires_the_lost_signal() {
     }
 }
 
-/// Black-holing the connection longer than the session timeout: the holder sees Suspended
-/// (lost-signal fires at once, by default), then Lost; the session layer builds a new session
-/// and a new acquisition succeeds. Waiters on the dead sessions do not silently start over on
-/// their next session: they fail with `SessionLost`, the default one as soon as it sees
-/// Suspended, the one configured to tolerate Suspended when its session is Lost.
+/// A disconnect inside the session's validity window changes nothing: the holder keeps the lock
+/// (no lost-signal), the waiter keeps its place in the line on the same session, and gets the
+/// lock when the holder releases after the reconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_inside_the_validity_window_keeps_holder_and_waiter() {
+    for target in servers().await {
+        let path = unique_path("mutex-window");
+        let proxy = FaultProxy::start(target.addr.clone()).await.expect("proxy");
+        let timeout = target.min_session_timeout.max(Duration::from_secs(4));
+        let holder = session(&proxy.connect_string(), timeout).await;
+        let mut events = holder.subscribe();
+        let guard = Mutex::new(&holder, &path).lock().await.expect("lock");
+        let waiter_session = session(&proxy.connect_string(), timeout).await;
+        let mut waiter_events = waiter_session.subscribe();
+        let waiter = tokio::spawn({
+            let (s, p) = (waiter_session.clone(), path.clone());
+            async move { Mutex::new(&s, &p).lock().await }
+        });
+        let observer = session(&target.addr, Duration::from_secs(10)).await;
+        eventually("waiter node", Duration::from_secs(5), || {
+            let (o, p) = (observer.clone(), path.clone());
+            async move { children(&o, &p).await.len() == 2 }
+        })
+        .await;
+
+        proxy.pause();
+        for rx in [&mut events, &mut waiter_events] {
+            tokio::time::timeout(timeout, async {
+                while rx.recv().await.expect("event").state != SessionState::Suspended {}
+            })
+            .await
+            .expect("Suspended on a black-holed link");
+        }
+        assert!(!guard.is_lost(), "{}: Suspended is not a loss", target.name);
+        assert!(guard.valid_until().is_some(), "{}", target.name);
+        proxy.resume();
+        proxy.drop_connections().await;
+        for rx in [&mut events, &mut waiter_events] {
+            let back = tokio::time::timeout(timeout * 2, async {
+                loop {
+                    match rx.recv().await.expect("event").state {
+                        SessionState::Reconnected => return true,
+                        SessionState::Lost => return false,
+                        _ => {}
+                    }
+                }
+            })
+            .await
+            .expect("an outcome in time");
+            assert!(back, "{}: reconnected inside the window", target.name);
+        }
+        assert!(
+            !guard.is_lost(),
+            "{}: held through the disconnect",
+            target.name
+        );
+        assert!(
+            !waiter.is_finished(),
+            "{}: the waiter kept waiting",
+            target.name
+        );
+        let token = guard.fencing_token();
+        guard.release().await.expect("release");
+        let next = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the waiter acquires")
+            .expect("task")
+            .expect("lock");
+        assert_eq!(
+            next.generation(),
+            1,
+            "{}: on its first session",
+            target.name
+        );
+        assert!(next.fencing_token() > token);
+        next.release().await.expect("release");
+        eprintln!("{}: disconnect inside the window ok", target.name);
+    }
+}
+
+/// Black-holing the connection past the validity window: the holder sees Suspended (the
+/// lost-signal does not fire), then Lost at the validity deadline, when the lost-signal fires;
+/// the session layer builds a new session. A waiter with the default options enters the line
+/// again on its next session and gets the lock; one with `fail_waiters_on_lost` fails with
+/// `SessionLost` when its session is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_loss_while_holding_and_waiting() {
     for target in servers().await {
@@ -180,8 +260,7 @@ async fn session_loss_while_holding_and_waiting() {
         let proxy = FaultProxy::start(target.addr.clone()).await.expect("proxy");
         let timeout = target.min_session_timeout;
         let holder = session(&proxy.connect_string(), timeout).await;
-        // What the server granted (a server may raise the minimum we asked for): Lost comes
-        // one negotiated timeout after Suspended.
+        // What the server granted (a server may raise the minimum we asked for).
         let negotiated = holder.session_timeout().max(timeout);
         let mut events = holder.subscribe();
         let guard = Mutex::new(&holder, &path).lock().await.expect("lock");
@@ -193,12 +272,12 @@ async fn session_loss_while_holding_and_waiting() {
             let (s, p) = (waiter_session.clone(), path.clone());
             async move { Mutex::new(&s, &p).lock().await }
         });
-        let patient_session = session(&proxy.connect_string(), timeout).await;
-        let mut patient_events = patient_session.subscribe();
-        let patient = tokio::spawn({
-            let (s, p) = (patient_session.clone(), path.clone());
+        let strict_session = session(&proxy.connect_string(), timeout).await;
+        let mut strict_events = strict_session.subscribe();
+        let strict = tokio::spawn({
+            let (s, p) = (strict_session.clone(), path.clone());
             let options = LockOptions {
-                suspended_is_lost: false,
+                fail_waiters_on_lost: true,
                 ..LockOptions::default()
             };
             async move { Mutex::with_options(&s, &p, options).lock().await }
@@ -210,23 +289,18 @@ async fn session_loss_while_holding_and_waiting() {
         })
         .await;
 
+        let deadline = guard.valid_until().expect("valid while connected");
         proxy.pause();
-        tokio::time::timeout(timeout * 3, lost.cancelled())
+        tokio::time::timeout(negotiated * 3, lost.cancelled())
             .await
-            .expect("lost-signal on Suspended");
-        let err = tokio::time::timeout(timeout * 3, waiter)
-            .await
-            .expect("default waiter gives up on Suspended")
-            .expect("task")
-            .expect_err("a waiter on a suspended session must not acquire");
-        assert_eq!(err, Error::SessionLost, "{}", target.name);
-        // The patient waiter tolerates Suspended: it is still waiting now, one session timeout
-        // before its session can be declared Lost.
+            .expect("lost-signal once the session is lost");
+        let lost_at = tokio::time::Instant::now();
         assert!(
-            !patient.is_finished(),
-            "{}: the patient waiter gave up on Suspended",
+            lost_at >= deadline,
+            "{}: lost-signal before the validity deadline",
             target.name
         );
+        assert_eq!(guard.valid_until(), None);
         let mut seen = Vec::new();
         while !seen.contains(&SessionState::Lost) {
             let event = tokio::time::timeout(negotiated * 4, events.recv())
@@ -244,20 +318,24 @@ async fn session_loss_while_holding_and_waiting() {
             .expect("release of a lost session's lock returns while disconnected")
             .expect("release after loss is harmless");
 
-        // The patient waiter fails once its own session is lost (the client library's expiry
-        // of the request or the session layer's Lost, whichever is first), while the proxy
-        // still black-holes everything: it does not wait for a reconnect to notice.
-        let err = tokio::time::timeout(negotiated * 4, patient)
+        // The strict waiter fails once its own session is lost, while the proxy still
+        // black-holes everything: it does not wait for a reconnect to notice.
+        let err = tokio::time::timeout(negotiated * 4, strict)
             .await
-            .expect("patient waiter gives up on Lost")
+            .expect("strict waiter gives up on Lost")
             .expect("task")
-            .expect_err("a waiter whose session is lost must not acquire");
+            .expect_err("a strict waiter whose session is lost must not acquire");
         assert_eq!(err, Error::SessionLost, "{}", target.name);
         tokio::time::timeout(negotiated * 2, async {
-            while patient_events.recv().await.expect("event").state != SessionState::Lost {}
+            while strict_events.recv().await.expect("event").state != SessionState::Lost {}
         })
         .await
-        .expect("the patient's session is Lost");
+        .expect("the strict waiter's session is Lost");
+        assert!(
+            !waiter.is_finished(),
+            "{}: the default waiter does not fail",
+            target.name
+        );
 
         // The server expires the old sessions (nothing reaches it), deleting all three nodes.
         eventually("old nodes expired", negotiated * 6, || {
@@ -278,21 +356,22 @@ async fn session_loss_while_holding_and_waiting() {
         .expect("new session");
         assert_eq!(event.generation, 2);
 
-        // Contending again on the new sessions works, and excludes as before.
+        // The default waiter entered the line again on its new session and gets the lock;
+        // the holder's new session contends behind it and excludes as before.
+        let w = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("the default waiter acquires on its new session")
+            .expect("task")
+            .expect("lock");
+        assert!(w.generation() >= 2, "{}", target.name);
         let again = Mutex::new(&holder, &path);
-        let g = again.lock().await.expect("new session acquires");
-        let waiter_again = Mutex::new(&waiter_session, &path);
         assert!(matches!(
-            waiter_again.try_lock_for(Duration::from_millis(200)).await,
+            again.try_lock_for(Duration::from_millis(200)).await,
             Err(Error::Timeout(_))
         ));
-        g.release().await.expect("release");
-        let w = waiter_again
-            .lock()
-            .await
-            .expect("the waiter's new session acquires");
-        assert!(waiter_session.generation() >= 2);
         w.release().await.expect("release");
+        let g = again.lock().await.expect("new session acquires");
+        g.release().await.expect("release");
         assert!(children(&observer, &path).await.is_empty());
         eprintln!("{}: session loss ok", target.name);
     }

@@ -1,6 +1,6 @@
 //! Leader election against every server of `common::servers()`: one leader at a time with
-//! growing fencing tokens, hand-over on close, leadership withdrawn while suspended and a new
-//! leader only after the old session is gone, the LeaderSelector's cancel-on-loss and requeue.
+//! growing fencing tokens, hand-over on close, leadership kept while suspended and withdrawn
+//! at the session's validity deadline, a new leader only after the old session is gone, the LeaderSelector's cancel-on-loss and requeue.
 //!
 //! The shared fencing check is ZooKeeper itself: a leader writes the resource node in a multi
 //! with `check(our latch node)`, so a deposed leader's write fails instead of landing.
@@ -73,8 +73,10 @@ async fn one_leader_at_a_time_and_hand_over_on_close() {
     }
 }
 
-/// The leader's connection is partitioned: it stops leading at once (Suspended), a follower
-/// leads only once the old session is gone, and the old leader's fenced write fails.
+/// The leader's connection is partitioned: it keeps leading while its session provably lives
+/// and withdraws when the session layer declares it Lost (at the validity deadline, before any
+/// server can have expired it); a follower leads only once the old session is gone, and the old
+/// leader's fenced write fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_leader_withdraws_and_cannot_write_after_takeover() {
     for target in servers().await {
@@ -102,8 +104,25 @@ async fn partitioned_leader_withdraws_and_cannot_write_after_takeover() {
         assert!(fenced_write(&leader_session, old.node.as_deref().unwrap(), &resource, 1).await);
 
         proxy.pause();
+        // Suspended is not a loss: the old leader still leads while its session provably lives.
+        let mut leader_state = leader_session.watch_state();
+        tokio::time::timeout(timeout * 2, async {
+            while leader_state.borrow_and_update().state == zkit::SessionState::Connected {
+                leader_state.changed().await.expect("state");
+            }
+        })
+        .await
+        .expect("Suspended in time");
+        if leader_session.state().state == zkit::SessionState::Suspended {
+            assert!(
+                leader.has_leadership(),
+                "{}: withdrew on Suspended",
+                target.name
+            );
+        }
         // Watch both latches until the follower leads: never both at once, and the old one
-        // withdraws first (on Suspended), well before its session can have expired.
+        // withdraws first (on Lost, at its validity deadline), before its session can have
+        // expired.
         let mut old_rx = leader.subscribe();
         let mut new_rx = follower.subscribe();
         let new = tokio::time::timeout(timeout * 3 + Duration::from_secs(5), async {

@@ -50,6 +50,100 @@ async fn dropped_connection_is_suspended_then_reconnected_same_session() {
     }
 }
 
+/// The validity rule on a real server: a black-holed link is `Suspended` with `valid_until`
+/// standing still, and `Lost` comes when that deadline passes (not a full session timeout after
+/// the disconnect); the old client is closed and a new session built. A link that comes back
+/// inside the window is `Reconnected`, same session, no `Lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_exactly_when_the_validity_deadline_passes() {
+    for target in servers().await {
+        let proxy = FaultProxy::start(target.addr.clone()).await.expect("proxy");
+        let requested = target.min_session_timeout.max(Duration::from_secs(4));
+        let s = session(&proxy.connect_string(), requested).await;
+        let timeout = s.session_timeout();
+        let mut events = s.subscribe();
+
+        // Inside the window: no Lost, the same session.
+        proxy.pause();
+        let frozen = s.valid_until().expect("valid while connected");
+        tokio::time::timeout(timeout, async {
+            while events.recv().await.expect("event").state != SessionState::Suspended {}
+        })
+        .await
+        .expect("Suspended on a black-holed link");
+        assert_eq!(
+            s.valid_until(),
+            Some(frozen),
+            "{}: frozen while suspended",
+            target.name
+        );
+        proxy.resume();
+        proxy.drop_connections().await;
+        let back = tokio::time::timeout(timeout * 2, async {
+            loop {
+                match events.recv().await.expect("event").state {
+                    SessionState::Reconnected => return true,
+                    SessionState::Lost => return false,
+                    _ => {}
+                }
+            }
+        })
+        .await
+        .expect("an outcome in time");
+        assert!(
+            back,
+            "{}: a reconnect inside the window is not Lost",
+            target.name
+        );
+        assert_eq!(s.generation(), 1);
+        assert!(s.valid_until().expect("valid again") > frozen);
+
+        // Past the window: Lost at the deadline.
+        proxy.pause();
+        let deadline = s.valid_until().expect("valid");
+        let lost_at = tokio::time::timeout(timeout * 3, async {
+            while events.recv().await.expect("event").state != SessionState::Lost {}
+            tokio::time::Instant::now()
+        })
+        .await
+        .expect("Lost in time");
+        assert!(
+            lost_at >= deadline,
+            "{}: Lost before the deadline",
+            target.name
+        );
+        // Scheduling slack only: a disconnect-based rule would come up to a timeout later.
+        assert!(
+            lost_at < deadline + timeout / 4,
+            "{}: Lost {:?} after the deadline",
+            target.name,
+            lost_at - deadline
+        );
+        assert_eq!(
+            s.valid_until(),
+            None,
+            "{}: nothing is valid once Lost",
+            target.name
+        );
+        let old = s.client();
+        proxy.resume();
+        let event = tokio::time::timeout(timeout * 3, s.wait_connected())
+            .await
+            .expect("a new session in time")
+            .expect("connected");
+        assert_eq!(event.generation, 2);
+        // The old client was closed: it cannot revive the old session.
+        assert_eq!(
+            old.state(),
+            zkit::zkit_client::SessionState::Closed,
+            "{}",
+            target.name
+        );
+        s.close();
+        eprintln!("{}: validity deadline ok", target.name);
+    }
+}
+
 #[tokio::test]
 async fn digest_auth_and_chroot_from_the_connect_string() {
     for target in servers().await {

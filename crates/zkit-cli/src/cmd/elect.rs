@@ -3,8 +3,9 @@
 //!
 //! CMD gets the environment variables `ZKIT_FENCING_TOKEN` (the leader node's sequence number,
 //! larger for every later leader: pass it to the resources CMD writes so they can reject a
-//! deposed leader), `ZKIT_LEADER_ID` and `ZKIT_ELECTION_PATH`. On loss of leadership (connection
-//! suspended, session lost, node deleted) CMD gets SIGTERM, then SIGKILL after `--grace`, and
+//! deposed leader), `ZKIT_LEADER_ID` and `ZKIT_ELECTION_PATH`. On loss of leadership (session lost,
+//! node deleted; a disconnect is not a loss while the session provably lives, see
+//! `zkit::session`) CMD gets SIGTERM, then SIGKILL after `--grace`, and
 //! `zkit elect` contends again; when CMD exits by itself, `zkit elect` leaves the election and
 //! exits with CMD's exit code. SIGTERM, SIGINT and SIGHUP to `zkit elect` are passed on to CMD;
 //! it leaves the election only once CMD has exited (SIGKILL after `--grace`), and exits with

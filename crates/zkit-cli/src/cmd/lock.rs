@@ -3,15 +3,20 @@
 //!
 //! - The fencing token (the lock node's sequence number) is passed to CMD in
 //!   `ZKIT_FENCING_TOKEN`, the lock node's path in `ZKIT_LOCK_NODE`.
-//! - On loss of the lock (session Suspended/Lost by default, node deleted, lease ended), CMD
-//!   gets SIGTERM, then SIGKILL after `--grace`; zkit then exits with [`EXIT_LOST`].
+//! - On loss of the lock (session lost, node deleted, lease ended), CMD gets SIGTERM, then
+//!   SIGKILL after `--grace`; zkit then exits with [`EXIT_LOST`]. A disconnect is not a loss:
+//!   CMD keeps running while the session provably lives (`zkit::Session::valid_until`), and a
+//!   reconnect to another server inside that window changes nothing.
+//! - While waiting, a lost session makes zkit enter the line again on a new session (CMD has
+//!   not run, so nothing is at stake); `--fail-on-session-loss` exits with [`EXIT_LOST`]
+//!   instead.
 //! - SIGTERM, SIGINT and SIGHUP to zkit are passed on to CMD; zkit waits for CMD (SIGKILL after
 //!   `--grace`) and only then releases the lock (the rules and their limits: [`super::child`]).
 //! - Otherwise zkit exits with CMD's exit code (128 + signal number if CMD died of a signal).
 //!
 //! Exit codes of zkit itself: [`EXIT_TIMEOUT`] (75, EX_TEMPFAIL) when `--timeout` passed before
-//! the lock was acquired; [`EXIT_LOST`] (76) when the lock was lost while CMD ran, or the
-//! session was lost while waiting for it (CMD never ran); 126 when CMD could not be started;
+//! the lock was acquired; [`EXIT_LOST`] (76) when the lock was lost while CMD ran, or (with
+//! `--fail-on-session-loss`) the session was lost while waiting for it (CMD never ran); 126 when CMD could not be started;
 //! 128 + N when signal N came before CMD ran; 1 for other errors (printed).
 
 use std::process::Stdio;
@@ -72,8 +77,12 @@ pub struct LockArgs {
     /// Time between SIGTERM (a lost lock) or a signal passed on to CMD, and SIGKILL.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub grace: Duration,
-    /// Treat only session loss as loss of the lock, not a mere disconnect (Suspended).
+    /// Exit with 76 when the session is lost while waiting for the lock, instead of entering
+    /// the line again on a new session.
     #[arg(long)]
+    pub fail_on_session_loss: bool,
+    /// Accepted for compatibility and ignored: a disconnect is never taken for a loss now.
+    #[arg(long, hide = true)]
     pub tolerate_suspended: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, num_args = 1..)]
@@ -82,7 +91,7 @@ pub struct LockArgs {
 
 async fn acquire(session: &Session, args: &LockArgs) -> zkit::Result<LockGuard> {
     let options = LockOptions {
-        suspended_is_lost: !args.tolerate_suspended,
+        fail_waiters_on_lost: args.fail_on_session_loss,
         ..LockOptions::default()
     };
     if let Some(lease) = args.lease {
@@ -148,7 +157,7 @@ async fn run_exit_code(args: LockArgs) -> anyhow::Result<i32> {
             );
             return Ok(EXIT_TIMEOUT);
         }
-        // The session went while we waited (Lost, or Suspended when that counts as lost): the
+        // The session went while we waited (with --fail-on-session-loss, or a lease lock): the
         // lock is lost before it was held; CMD never ran.
         Err(Error::SessionLost | Error::SessionExpired) => {
             eprintln!(

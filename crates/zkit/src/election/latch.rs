@@ -2,9 +2,10 @@
 //! retried create cannot make two), follows the decision of [`super::latch_decision`], and
 //! publishes [`Leadership`] on a watch channel.
 //!
-//! It withdraws leadership on `Suspended` and `Lost`, checks again on `Reconnected` (the node
-//! survived with the session), and creates a new node in a new session after `Lost`. It never
-//! reports leadership it has not just checked on the server.
+//! It keeps leadership through `Suspended` and `Reconnected` (the session provably lives until
+//! its validity deadline, after which the session layer declares `Lost`), withdraws it on `Lost`
+//! or when its node is deleted, and creates a new node in a new session after `Lost`. It never
+//! reports leadership it has not checked on the server in the session it belongs to.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use crate::session::{Session, SessionEvent};
 /// The latch's view of its own leadership.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Leadership {
-    /// True while we are the leader and connected.
+    /// True while we are the leader (connected, or suspended while the session provably lives).
     pub is_leader: bool,
     /// The fencing token (our node's sequence number) while leader.
     pub fencing_token: Option<i64>,
@@ -86,7 +87,8 @@ impl LeaderLatch {
         })
     }
 
-    /// True while we lead (false while suspended, lost, or closed).
+    /// True while we lead (through a disconnect while the session provably lives; false once
+    /// it is lost, or closed).
     pub fn has_leadership(&self) -> bool {
         self.inner.tx.borrow().is_leader
     }
@@ -302,16 +304,25 @@ async fn one_round(
                 return Ok(());
             }
             publish(inner, Some(&my), node.as_ref());
-            // Lead until our node goes or the connection is in doubt.
+            // Lead until our node goes or its session does. `Suspended` keeps leadership: the
+            // session layer declares `Lost` once the session's validity deadline passes.
             let (stat, deleted) = client.check_and_watch_stat(&my.path).await?;
+            drop(client);
             if stat.is_none() {
                 publish(inner, None, None);
                 *node = None;
                 return Ok(());
             }
-            tokio::select! {
-                _ = deleted.changed() => {}
-                _ = state_rx.changed() => {}
+            let mut deleted = std::pin::pin!(deleted.changed());
+            loop {
+                tokio::select! {
+                    _ = &mut deleted => break,
+                    changed = state_rx.changed() => {
+                        if changed.is_err() || !state_rx.borrow().keeps(my.generation) {
+                            break;
+                        }
+                    }
+                }
             }
             publish(inner, None, node.as_ref());
             Ok(())

@@ -8,8 +8,9 @@
 //! - [`selector`]: [`LeaderSelector`] on top of it.
 //!
 //! Leadership is only claimed after checking that the node is owned by *our current* session
-//! (`ephemeralOwner`, CURATOR-696), and it is withdrawn as soon as the connection is suspended:
-//! during `Suspended` the session may already be gone on the server and someone else may lead.
+//! (`ephemeralOwner`, CURATOR-696). It is kept through `Suspended` while the session provably
+//! lives ([`crate::Session::valid_until`]) and withdrawn on `Lost`, which the session layer
+//! declares when that deadline passes: no server can have expired the session before.
 //! The fencing token is the sequence number of the leader's node; it grows with every new
 //! participant under the same parent, so a resource that rejects tokens lower than the highest
 //! it has seen cannot be written by a deposed leader.

@@ -37,11 +37,8 @@ impl LeaseLock {
         max_wait: Duration,
         max_locked_time: Duration,
     ) -> LeaseLock {
-        let options = LockOptions {
-            // The node outlives disconnects; only the lease end and deletion matter.
-            suspended_is_lost: false,
-            ..LockOptions::default()
-        };
+        // The node outlives disconnects and sessions; only the lease end and deletion matter.
+        let options = LockOptions::default();
         LeaseLock {
             session: session.clone(),
             path: path.trim_end_matches('/').to_string(),

@@ -61,14 +61,14 @@ impl Mutex {
     }
 
     /// Waits until the lock is held. The uncontended case costs one round trip (the create and
-    /// the listing are pipelined on one connection). A short disconnect while waiting is
-    /// survived when [`LockOptions::suspended_is_lost`] is `false`.
+    /// the listing are pipelined on one connection). A disconnect while waiting is survived:
+    /// the waiter keeps its place in the line while its session lives, and enters the line
+    /// again on the next session when it is lost (see [`LockOptions::fail_waiters_on_lost`]).
     ///
     /// # Errors
-    /// [`crate::Error::SessionLost`] when the session this acquisition started on is lost or
-    /// replaced before the lock is held, or suspended while [`LockOptions::suspended_is_lost`]
-    /// (the default): like Curator's `acquire` throwing, it does not silently start over on the
-    /// next session; call `lock()` again to contend on the new one. Unrecoverable errors
+    /// [`crate::Error::SessionLost`] with [`LockOptions::fail_waiters_on_lost`] when the session
+    /// this acquisition started on is lost or replaced before the lock is held (like Curator's
+    /// `acquire` throwing). Unrecoverable errors
     /// ([`crate::Error::Closed`], [`crate::Error::AuthFailed`]), state errors such as
     /// [`crate::Error::NoAuth`], and recoverable ones once the retry policy gives up while
     /// connected.

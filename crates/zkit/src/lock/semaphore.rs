@@ -134,7 +134,6 @@ impl Semaphore {
                         parent: leases.clone(),
                         uuid: create.uuid.clone(),
                     },
-                    &self.options,
                     true,
                     None,
                 ))

@@ -58,7 +58,6 @@ impl SimpleLock {
                     &self.session,
                     node,
                     Cleanup::ByPath { owner },
-                    &self.options,
                     true,
                     None,
                 ))

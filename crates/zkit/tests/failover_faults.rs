@@ -1,0 +1,178 @@
+//! Lock holders and waiters (library [`Mutex`]es, one session each) on a private Apache
+//! ZooKeeper ensemble (`zkit_testkit::Ensemble`) while members are paused (SIGSTOP) and
+//! resumed. Checked for every fault: never two holders at once (a holder counts as inside
+//! from its acquisition until it releases or its lost-signal fires), fencing tokens strictly
+//! increasing in acquisition order, no failed waiter (every `lock()` returns a guard), and
+//! progress after the fault.
+//!
+//! Runs in the `ensemble` nextest test group (names contain `ensemble_fault`).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zkit::lock::Mutex;
+use zkit::{Session, SessionOptions, SessionState};
+use zkit_testkit::{ensemble_available, Ensemble};
+
+const CONTENDERS: usize = 4;
+const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// What the contenders saw.
+#[derive(Default)]
+struct Record {
+    inside: AtomicBool,
+    acquired: AtomicUsize,
+    overlaps: AtomicUsize,
+    tokens: std::sync::Mutex<Vec<i64>>,
+    errors: std::sync::Mutex<Vec<String>>,
+    states: std::sync::Mutex<Vec<SessionState>>,
+}
+
+/// Starts the contenders; they loop until `stop`.
+async fn contend(
+    connect: &str,
+    path: &str,
+    record: &Arc<Record>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    for _ in 0..CONTENDERS {
+        let session = Session::connect(
+            connect,
+            SessionOptions::default().with_session_timeout(SESSION_TIMEOUT),
+        )
+        .await
+        .expect("session");
+        let mut events = session.subscribe();
+        let states = Arc::clone(record);
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                states.states.lock().expect("states").push(event.state);
+            }
+        });
+        let (record, stop, path) = (Arc::clone(record), Arc::clone(stop), path.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let mutex = Mutex::new(&session, &path);
+            while !stop.load(Ordering::SeqCst) {
+                let guard = match mutex.lock().await {
+                    Ok(guard) => guard,
+                    Err(err) => {
+                        record.errors.lock().expect("errors").push(err.to_string());
+                        continue;
+                    }
+                };
+                if record.inside.swap(true, Ordering::SeqCst) {
+                    record.overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                record
+                    .tokens
+                    .lock()
+                    .expect("tokens")
+                    .push(guard.fencing_token());
+                record.acquired.fetch_add(1, Ordering::SeqCst);
+                let lost = guard.lost();
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    _ = lost.cancelled() => {}
+                }
+                record.inside.store(false, Ordering::SeqCst);
+                let _ = guard.release().await;
+            }
+            session.close();
+        }));
+    }
+    tasks
+}
+
+/// Waits (bounded) until `n` more acquisitions happened.
+async fn progress(record: &Record, n: usize, what: &str) {
+    let want = record.acquired.load(Ordering::SeqCst) + n;
+    let limit = Instant::now() + Duration::from_secs(40);
+    while record.acquired.load(Ordering::SeqCst) < want {
+        assert!(Instant::now() < limit, "no progress {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn finish(record: &Record, stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    stop.store(true, Ordering::SeqCst);
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("contender ends")
+            .expect("contender");
+    }
+    let tokens = record.tokens.lock().expect("tokens").clone();
+    eprintln!(
+        "{} acquisitions, {} overlaps, errors {:?}, states {:?}",
+        tokens.len(),
+        record.overlaps.load(Ordering::SeqCst),
+        record.errors.lock().expect("errors"),
+        record.states.lock().expect("states")
+    );
+    assert_eq!(
+        record.overlaps.load(Ordering::SeqCst),
+        0,
+        "two holders at once"
+    );
+    assert!(
+        record.errors.lock().expect("errors").is_empty(),
+        "failed waiters"
+    );
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens not strictly increasing: {tokens:?}"
+    );
+}
+
+/// The leader stopped (SIGSTOP) for longer than the session timeout, then resumed: the others
+/// elect a new leader, clients connected to the stopped one move over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_fault_leader_paused_longer_than_the_session_timeout() {
+    if !ensemble_available() {
+        return;
+    }
+    let ensemble = Ensemble::start(3).await.expect("ensemble");
+    let record = Arc::new(Record::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = contend(ensemble.connect_string(), "/fault-pause", &record, &stop).await;
+    progress(&record, 10, "before the fault").await;
+    let leader = ensemble.leader().await.expect("leader");
+    ensemble.pause(leader).await.expect("pause");
+    tokio::time::sleep(SESSION_TIMEOUT + Duration::from_secs(2)).await;
+    progress(&record, 5, "with the old leader stopped").await;
+    ensemble.resume(leader).await.expect("resume");
+    progress(&record, 10, "after the old leader resumed").await;
+    finish(&record, &stop, tasks).await;
+}
+
+/// Five members: two paused (a quorum is left: the work goes on), then three paused for less
+/// than the validity window (no quorum for that time; the work resumes after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_fault_two_then_three_of_five_paused() {
+    if !ensemble_available() {
+        return;
+    }
+    let ensemble = Ensemble::start(5).await.expect("ensemble");
+    let record = Arc::new(Record::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = contend(ensemble.connect_string(), "/fault-quorum", &record, &stop).await;
+    progress(&record, 10, "before the fault").await;
+    // Two followers: the quorum (3 of 5) stays.
+    let leader = ensemble.leader().await.expect("leader");
+    let followers: Vec<usize> = (1..=5).filter(|&m| m != leader).collect();
+    for &m in &followers[..2] {
+        ensemble.pause(m).await.expect("pause");
+    }
+    progress(&record, 10, "with two of five paused").await;
+    // A third one: no quorum. Resumed well inside the validity window.
+    ensemble.pause(followers[2]).await.expect("pause");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for &m in &followers[..3] {
+        ensemble.resume(m).await.expect("resume");
+    }
+    progress(&record, 10, "after the quorum came back").await;
+    finish(&record, &stop, tasks).await;
+}
