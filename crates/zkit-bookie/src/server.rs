@@ -234,6 +234,9 @@ impl std::fmt::Debug for Bookie {
     }
 }
 
+/// How long [`Bookie::stop`] tries to remove the registration.
+const UNREGISTER_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl Bookie {
     /// Starts a bookie on its data dir: binds, checks the cookie, recovers storage, registers.
     ///
@@ -452,13 +455,17 @@ impl Bookie {
         }
         let storage = Arc::clone(&self.shared.storage);
         let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
+        // Bounded: with ZooKeeper unreachable the registration cannot be removed, and need not
+        // be: it is an ephemeral node, gone with the session when the process exits.
         for ro in [false, true] {
-            if let Err(e) = self
-                .registration
-                .unregister_bookie(&self.bookie_id, ro)
-                .await
-            {
-                warn!(error = %e, "unregister failed");
+            let unregister = self.registration.unregister_bookie(&self.bookie_id, ro);
+            match tokio::time::timeout(UNREGISTER_TIMEOUT, unregister).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => warn!(error = %e, "unregister failed"),
+                Err(_) => warn!(
+                    "unregister did not finish within {UNREGISTER_TIMEOUT:?} (ZooKeeper \
+                     unreachable?); the registration goes with the session"
+                ),
             }
         }
         info!(bookie_id = %self.bookie_id, "bookie stopped");
