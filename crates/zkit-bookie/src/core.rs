@@ -243,6 +243,20 @@ impl BookieCore {
         }))
     }
 
+    /// Forgets a ledger whose metadata is gone (the garbage collector's decision): reads answer
+    /// `NoLedger` from now on. Returns the record that makes it durable, `None` when the bookie
+    /// does not hold the ledger.
+    pub fn delete(&mut self, ledger_id: i64) -> Option<Record> {
+        let l = self.ledgers.remove(&ledger_id)?;
+        self.entries = self.entries.saturating_sub(l.entries);
+        Some(Record::Delete { ledger_id })
+    }
+
+    /// The ids of every ledger held, ascending.
+    pub fn ledger_ids(&self) -> Vec<i64> {
+        self.ledgers.keys().copied().collect()
+    }
+
     /// Records that a pending group is durable. Returns the ledger's new LAC when it moved.
     pub fn committed(&mut self, ack: &Ack) -> Option<i64> {
         let l = self.ledgers.get_mut(&ack.ledger_id)?;

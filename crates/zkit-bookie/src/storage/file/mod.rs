@@ -18,6 +18,7 @@
 //! checkpoint, and replays the journal from there; a torn journal tail is cut, a corrupt record
 //! refuses to open with the file and offset named.
 
+mod compact;
 mod layout;
 mod recover;
 mod sink;
@@ -58,6 +59,10 @@ pub struct FileStorageOptions {
     pub entry_log_size: u64,
     /// A checkpoint runs once this many journal bytes were written since the last one.
     pub checkpoint_bytes: u64,
+    /// Garbage collection compacts an entry log whose live bytes are under this share of its
+    /// size (copies them to the current log and removes it); a log with none is removed.
+    /// BookKeeper's major compaction threshold, 0.8 by default; 0 only removes empty logs.
+    pub compaction_threshold: f64,
 }
 
 impl Default for FileStorageOptions {
@@ -66,6 +71,7 @@ impl Default for FileStorageOptions {
             fsync: FsyncMode::Always,
             entry_log_size: 256 << 20,
             checkpoint_bytes: 64 << 20,
+            compaction_threshold: 0.8,
         }
     }
 }
@@ -115,6 +121,15 @@ struct Shared {
     logs: RwLock<HashMap<u32, Arc<File>>>,
     fsyncs: Mutex<Histogram>,
     checkpoints: AtomicU64,
+    gc: GcCounters,
+}
+
+/// What garbage collection did, since the store opened.
+#[derive(Debug, Default)]
+struct GcCounters {
+    logs_removed: AtomicU64,
+    bytes_reclaimed: AtomicU64,
+    copied: AtomicU64,
 }
 
 /// The file store. See the module docs.
@@ -149,29 +164,32 @@ impl Storage for FileStorage {
     }
 
     fn read(&self, ledger_id: i64, entry_id: i64) -> Result<Option<Bytes>> {
-        let loc = {
+        // The handle is taken under the index lock: garbage collection moves an entry in the
+        // index before it removes the log the entry was in.
+        let (loc, file) = {
             let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
-            match index
+            let loc = match index
                 .ledgers
                 .get(&ledger_id)
                 .and_then(|l| l.entries.get(&entry_id))
             {
                 Some(loc) => *loc,
                 None => return Ok(None),
-            }
+            };
+            let file = self
+                .shared
+                .logs
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&loc.log)
+                .cloned()
+                .ok_or_else(|| StorageError::Corrupt {
+                    file: current_dir(&self.ledger_dir).join(entry_log_name(loc.log)),
+                    offset: loc.offset,
+                    reason: "entry log missing".into(),
+                })?;
+            (loc, file)
         };
-        let file = self
-            .shared
-            .logs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&loc.log)
-            .cloned()
-            .ok_or_else(|| StorageError::Corrupt {
-                file: current_dir(&self.ledger_dir).join(entry_log_name(loc.log)),
-                offset: loc.offset,
-                reason: "entry log missing".into(),
-            })?;
         let mut buf = vec![0u8; loc.len as usize];
         file.read_exact_at(&mut buf, loc.offset)
             .map_err(|e| StorageError::io(format!("read entry log {:08x}", loc.log), e))?;
@@ -180,6 +198,10 @@ impl Storage for FileStorage {
 
     fn checkpoint(&self) -> Commit {
         self.journal.checkpoint()
+    }
+
+    fn collect_garbage(&self) -> Commit {
+        self.journal.collect_garbage()
     }
 
     fn recovered(&self) -> Vec<RecoveredLedger> {
@@ -210,6 +232,9 @@ impl Storage for FileStorage {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             checkpoints: self.shared.checkpoints.load(Relaxed),
+            gc_logs_removed: self.shared.gc.logs_removed.load(Relaxed),
+            gc_bytes_reclaimed: self.shared.gc.bytes_reclaimed.load(Relaxed),
+            gc_entries_copied: self.shared.gc.copied.load(Relaxed),
         }
     }
 

@@ -332,6 +332,9 @@ pub(super) fn apply_index_record(
                 .ok_or("fence of a ledger with no key record")?
                 .fenced = true;
         }
+        Record::Delete { ledger_id } => {
+            index.ledgers.remove(&ledger_id);
+        }
         Record::Add { .. } => return Err("entry record in the index log"),
     }
     Ok(())

@@ -119,6 +119,11 @@ impl FileSink {
                     }
                 }
             }
+            Record::Delete { ledger_id } => {
+                if index.ledgers.remove(ledger_id).is_some() {
+                    journal::encode_record(record, &mut self.pending_index);
+                }
+            }
             Record::Add {
                 ledger_id,
                 entry_id,
@@ -284,6 +289,10 @@ impl Sink for FileSink {
             };
             self.apply(r, loc);
         }
+    }
+
+    fn collect_garbage(&mut self) -> Result<()> {
+        FileSink::collect_garbage(self)
     }
 
     fn checkpoint(&mut self, forced: bool) -> Result<()> {
