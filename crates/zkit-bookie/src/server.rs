@@ -73,6 +73,9 @@ pub struct BookieConfig {
     pub checkpoint_interval: Duration,
     /// Requests outstanding per connection before the bookie stops reading from it.
     pub max_in_flight: usize,
+    /// How often the garbage collector asks the metadata store which of the bookie's ledgers
+    /// still exist, deletes the others' data and reclaims their space; `None`: never.
+    pub gc_interval: Option<Duration>,
 }
 
 impl BookieConfig {
@@ -100,6 +103,7 @@ impl BookieConfig {
             disk_check_interval: Duration::from_secs(1),
             checkpoint_interval: Duration::from_secs(10),
             max_in_flight: 10_000,
+            gc_interval: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -350,6 +354,13 @@ impl Bookie {
             Arc::clone(&shared),
             config.checkpoint_interval,
         ));
+        if let Some(every) = config.gc_interval {
+            tasks.spawn(garbage_collector(
+                Arc::clone(&shared),
+                Arc::clone(&registration),
+                every,
+            ));
+        }
         tasks.spawn(registrar(
             Arc::clone(&shared),
             Arc::clone(&registration),
@@ -523,6 +534,66 @@ async fn checkpointer(shared: Arc<Shared>, every: Duration) {
         }
     }
 }
+
+/// Deletes the data of ledgers whose metadata is gone and reclaims its space, every `every`
+/// (BookKeeper's `GarbageCollectorThread` with `ScanAndCompareGarbageCollector` and
+/// `verifyMetadataOnGc`: a ledger is deleted only when the metadata store says it does not
+/// exist; an error or a slow answer keeps it until the next pass). Ledger metadata is created
+/// before a writer's first add, so a ledger being written is never taken for garbage.
+async fn garbage_collector(
+    shared: Arc<Shared>,
+    registration: Arc<dyn RegistrationManager>,
+    every: Duration,
+) {
+    loop {
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        let ids = shared.lock().core.ledger_ids();
+        let mut deleted = 0u64;
+        for id in ids {
+            let exists = tokio::select! {
+                () = shared.stop.cancelled() => return,
+                r = tokio::time::timeout(GC_METADATA_TIMEOUT, registration.ledger_exists(id)) => r,
+            };
+            match exists {
+                Ok(Ok(false)) => {}
+                Ok(Ok(true)) => continue,
+                Ok(Err(e)) => {
+                    warn!(error = %e, ledger_id = id, "garbage collection: metadata lookup failed");
+                    continue;
+                }
+                Err(_) => {
+                    warn!(
+                        ledger_id = id,
+                        "garbage collection: metadata lookup timed out"
+                    );
+                    continue;
+                }
+            }
+            let record = {
+                let mut locked = shared.lock();
+                locked.core.delete(id)
+            };
+            if let Some(record) = record {
+                match shared.storage.submit(vec![record]).await {
+                    Ok(()) => {
+                        deleted += 1;
+                        info!(ledger_id = id, "deleted ledger garbage collected");
+                    }
+                    Err(e) => warn!(error = %e, ledger_id = id, "cannot journal a ledger delete"),
+                }
+            }
+        }
+        if let Err(e) = shared.storage.collect_garbage().await {
+            warn!(error = %e, deleted, "entry log garbage collection failed");
+        }
+    }
+}
+
+/// The longest the garbage collector waits for one metadata lookup.
+const GC_METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Keeps the registration in step with the mode.
 async fn registrar(

@@ -56,6 +56,10 @@ pub struct BookieArgs {
     /// ZooKeeper session timeout (`10s`): how long a killed bookie stays registered.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub session_timeout: Duration,
+    /// How often to garbage-collect deleted ledgers (their metadata gone from ZooKeeper):
+    /// their data is dropped and entry logs are removed or compacted (`0s`: never).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    pub gc_interval: Duration,
     /// The log filter [default: RUST_LOG, else info].
     #[arg(long)]
     pub log_level: Option<String>,
@@ -97,6 +101,7 @@ pub async fn run(args: BookieArgs) -> Result<ExitCode> {
         Fsync::Never => FsyncMode::Never,
     };
     config.metrics = args.metrics_port.map(|p| SocketAddr::new(args.host, p));
+    config.gc_interval = (!args.gc_interval.is_zero()).then_some(args.gc_interval);
     // Dropping a start that has not finished is safe: nothing was acknowledged yet, and the
     // storage it may have opened shuts its journal down when dropped.
     let bookie = tokio::select! {
