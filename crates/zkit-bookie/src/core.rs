@@ -392,6 +392,32 @@ mod tests {
     }
 
     #[test]
+    fn a_deleted_ledger_is_forgotten_and_a_later_add_starts_it_again_with_its_key() {
+        let mut c = BookieCore::new(
+            vec![RecoveredLedger {
+                ledger_id: 4,
+                master_key: master_key(b"pw"),
+                fenced: true,
+                lac: 7,
+                last_entry: 8,
+                entries: 9,
+            }],
+            1024,
+        );
+        assert_eq!(c.delete(4), Some(Record::Delete { ledger_id: 4 }));
+        assert_eq!(c.delete(4), None, "already gone");
+        assert_eq!(c.check_read(4), Err(Status::NoLedger));
+        assert_eq!(c.entry_count(), 0);
+        assert!(c.ledger_ids().is_empty());
+        // Not fenced any more: the ledger's state went with it.
+        let p = c.add(&add(4, 0, b"pw", 0)).unwrap();
+        assert!(matches!(
+            p.records[..],
+            [Record::Key { .. }, Record::Add { .. }]
+        ));
+    }
+
+    #[test]
     fn list_pages_through_ledgers() {
         let mut c = core();
         for id in [5, 1, 3, 9] {
