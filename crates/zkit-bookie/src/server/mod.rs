@@ -1,7 +1,6 @@
 //! The bookie's tokio shell around [`BookieCore`] and a [`Storage`]: the listener, pipelined
 //! connections, the disk monitor (read-only mode), periodic checkpoints, the garbage collector
-//! (`gc`), registration and
-//! `/metrics`, and a graceful stop.
+//! (`gc`), registration and `/metrics`, and a graceful stop.
 //!
 //! Per connection, requests are decided in arrival order under the core's lock and handed to
 //! storage in that order, so adds to one ledger are journaled in arrival order; responses leave
