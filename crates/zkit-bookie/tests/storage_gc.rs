@@ -2,7 +2,7 @@
 //! are reclaimed (whole logs removed, mixed logs compacted), live ledgers read back byte for
 //! byte, before and after a reopen; and a process running collections is killed with SIGKILL
 //! at random points, several times, without losing a live entry or bringing a deleted ledger
-//! back. Reproduce a kill schedule with `ZKIT_GC_SEED=<n>`.
+//! back; the index is rewritten without the deleted ledgers, fences kept. Reproduce a kill schedule with `ZKIT_GC_SEED=<n>`.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -47,12 +47,21 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn entry_log_bytes(dir: &Path) -> u64 {
+    bytes_of(dir, "entrylog-")
+}
+
+/// Bytes and count of the files in `dir/current` whose names start with `prefix`.
+fn bytes_of(dir: &Path, prefix: &str) -> u64 {
+    files_of(dir, prefix).iter().sum()
+}
+
+fn files_of(dir: &Path, prefix: &str) -> Vec<u64> {
     std::fs::read_dir(dir.join("current"))
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("entrylog-"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
         .map(|e| e.metadata().unwrap().len())
-        .sum()
+        .collect()
 }
 
 /// Writes `entries` entries to each of `ledgers`: first a run of each ledger alone (logs of
@@ -122,6 +131,10 @@ fn a_deleted_ledgers_space_is_reclaimed_and_live_ledgers_are_untouched() {
         assert_eq!(s.stats().gc_logs_removed, 0);
         assert_eq!(entry_log_bytes(dir), before);
 
+        rt.block_on(s.submit(vec![Record::Fence { ledger_id: 3 }]))
+            .unwrap();
+        rt.block_on(s.checkpoint()).unwrap();
+        let index_before = bytes_of(dir, "index");
         rt.block_on(s.submit(vec![Record::Delete { ledger_id: 2 }]))
             .unwrap();
         assert_eq!(s.read(2, 0).unwrap(), None, "gone from the index at once");
@@ -143,11 +156,24 @@ fn a_deleted_ledgers_space_is_reclaimed_and_live_ledgers_are_untouched() {
             before - after
         );
         check(&s, &[1, 3], &[2], entries);
+        // The index was rewritten without ledger 2's records: one file, smaller.
+        let index_after = files_of(dir, "index");
+        assert_eq!(index_after.len(), 1, "one index file: {index_after:?}");
+        assert!(
+            index_after[0] < index_before,
+            "index {index_before} -> {index_after:?} bytes"
+        );
         s.shutdown();
     }
     // After a reopen: the same, and the deleted ledger does not come back.
     let s = FileStorage::open(dir, dir, opts()).unwrap();
     check(&s, &[1, 3], &[2], entries);
+    let fenced: Vec<(i64, bool)> = s
+        .recovered()
+        .iter()
+        .map(|r| (r.ledger_id, r.fenced))
+        .collect();
+    assert_eq!(fenced, vec![(1, false), (3, true)], "keys and fence kept");
     // Collecting again finds nothing more.
     let bytes = entry_log_bytes(dir);
     rt.block_on(s.collect_garbage()).unwrap();

@@ -12,15 +12,18 @@
 //! leaves at most a log nothing points to, removed by the next collection.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs;
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::layout::sync_dir;
+use bytes::BytesMut;
+
+use super::layout::{index_name, sync_dir};
 use super::sink::{put_index_loc, FileSink};
 use super::{entry_log_name, Loc};
-use crate::storage::{Result, StorageError};
+use crate::storage::journal;
+use crate::storage::{Record, Result, StorageError};
 
 /// Bytes an entry takes in an entry log besides the entry: length, ledger id, entry id.
 pub(super) const ENTRY_OVERHEAD: u64 = 20;
@@ -69,8 +72,12 @@ impl FileSink {
         if !compact.is_empty() {
             self.copy_live(&compact)?;
         }
+        let old_index = self.rewrite_index()?;
         // Everything the removal relies on (delete records, new locations) durable first.
         self.do_checkpoint()?;
+        let path = self.ledger_cur.join(index_name(old_index));
+        fs::remove_file(&path)
+            .map_err(|e| StorageError::io(format!("remove {}", path.display()), e))?;
         let mut reclaimed = 0;
         for id in remove.iter().chain(&compact) {
             self.shared
@@ -98,6 +105,57 @@ impl FileSink {
             .fetch_add((remove.len() + compact.len()) as u64, Relaxed);
         self.shared.gc.bytes_reclaimed.fetch_add(reclaimed, Relaxed);
         Ok(())
+    }
+
+    /// Writes the in-memory index (which includes the pending records) as the next index
+    /// generation and switches to it; the next checkpoint names it. Returns the old generation
+    /// (to remove once that checkpoint is written). A crash before the checkpoint leaves the
+    /// old generation in force: recovery removes the new file and replays the journal.
+    fn rewrite_index(&mut self) -> Result<u64> {
+        let mut b = BytesMut::new();
+        {
+            let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
+            for (&ledger_id, l) in &index.ledgers {
+                journal::encode_record(
+                    &Record::Key {
+                        ledger_id,
+                        master_key: l.key,
+                    },
+                    &mut b,
+                );
+                if l.fenced {
+                    journal::encode_record(&Record::Fence { ledger_id }, &mut b);
+                }
+                for (&entry_id, &loc) in &l.entries {
+                    put_index_loc(&mut b, ledger_id, entry_id, l.lac, loc);
+                }
+            }
+        }
+        let gen = self.index_gen + 1;
+        let path = self.ledger_cur.join(index_name(gen));
+        let write = || -> std::io::Result<File> {
+            // Left by a rewrite that failed before switching: start it over.
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            let mut f = OpenOptions::new()
+                .create_new(true)
+                .read(true)
+                .append(true)
+                .open(&path)?;
+            f.write_all(&b)?;
+            f.sync_all()?;
+            Ok(f)
+        };
+        let f = write().map_err(|e| StorageError::io("rewrite the index", e))?;
+        sync_dir(&self.ledger_cur)?;
+        let old = self.index_gen;
+        self.index_log = f;
+        self.index_len = b.len() as u64;
+        self.index_gen = gen;
+        self.pending_index.clear();
+        Ok(old)
     }
 
     fn under_threshold(&self, live: u64, size: u64) -> bool {

@@ -4,6 +4,8 @@
 //! JOURNAL_DIR/current/journal-<seq:016x>.log   journal records (see `journal`), group-committed
 //! LEDGER_DIR/current/entrylog-<id:08x>.log     entry logs: [len u32][ledger i64][entry i64][entry]
 //! LEDGER_DIR/current/index.log                 index records: key, fence, location of each entry
+//!                                              (index-<gen:016x>.log once garbage collection
+//!                                              has rewritten it; the checkpoint names it)
 //! LEDGER_DIR/current/checkpoint                the last checkpoint (journal seq, index and entry
 //!                                              log lengths), replaced atomically
 //! ```

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 
 use super::layout::{
-    corrupt, entry_log_name, journal_name, numbered, open_append, sync_dir, Checkpoint,
+    corrupt, entry_log_name, index_name, journal_name, numbered, open_append, sync_dir, Checkpoint,
 };
 use super::sink::FileSink;
 use super::{current_dir, FileStorage, FileStorageOptions, FsyncMode, Index, Loc, Shared};
@@ -39,7 +39,23 @@ impl FileStorage {
         let shared = Arc::new(Shared::default());
 
         // The index log, up to the checkpoint.
-        let index_path = ledger_cur.join("index.log");
+        let index_path = ledger_cur.join(index_name(cp.index_gen));
+        // Index files of other generations: an older one the checkpoint replaced, or a
+        // rewrite that a crash interrupted before its checkpoint.
+        for ent in fs::read_dir(&ledger_cur)
+            .map_err(|e| StorageError::io(format!("list {}", ledger_cur.display()), e))?
+            .flatten()
+        {
+            let name = ent.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("index")
+                && name.ends_with(".log")
+                && *name != *index_name(cp.index_gen)
+            {
+                fs::remove_file(ent.path())
+                    .map_err(|e| StorageError::io(format!("remove {name}"), e))?;
+            }
+        }
         let (index_log, len) = open_append(&index_path)?;
         if len < cp.index_len {
             return Err(corrupt(
@@ -160,6 +176,7 @@ impl FileStorage {
             log_len: cp.log_len,
             index_log,
             index_len: cp.index_len,
+            index_gen: cp.index_gen,
             pending_index: BytesMut::new(),
             staged: Vec::new(),
             buf_journal: BytesMut::new(),

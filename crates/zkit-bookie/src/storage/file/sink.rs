@@ -31,6 +31,7 @@ pub(super) struct FileSink {
     pub(super) log_len: u64,
     pub(super) index_log: File,
     pub(super) index_len: u64,
+    pub(super) index_gen: u64,
     /// Index records not yet in `index.log`.
     pub(super) pending_index: BytesMut,
     /// Locations computed by the last `write`, applied by `publish`.
@@ -186,6 +187,7 @@ impl FileSink {
         let cp = Checkpoint {
             journal_seq: seq,
             index_len: self.index_len,
+            index_gen: self.index_gen,
             log_id: self.log_id,
             log_len: self.log_len,
         };
