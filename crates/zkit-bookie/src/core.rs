@@ -243,6 +243,20 @@ impl BookieCore {
         }))
     }
 
+    /// Forgets a ledger whose metadata is gone (the garbage collector's decision): reads answer
+    /// `NoLedger` from now on. Returns the record that makes it durable, `None` when the bookie
+    /// does not hold the ledger.
+    pub fn delete(&mut self, ledger_id: i64) -> Option<Record> {
+        let l = self.ledgers.remove(&ledger_id)?;
+        self.entries = self.entries.saturating_sub(l.entries);
+        Some(Record::Delete { ledger_id })
+    }
+
+    /// The ids of every ledger held, ascending.
+    pub fn ledger_ids(&self) -> Vec<i64> {
+        self.ledgers.keys().copied().collect()
+    }
+
     /// Records that a pending group is durable. Returns the ledger's new LAC when it moved.
     pub fn committed(&mut self, ack: &Ack) -> Option<i64> {
         let l = self.ledgers.get_mut(&ack.ledger_id)?;
@@ -375,6 +389,32 @@ mod tests {
         let mut big = add(1, 0, b"pw", 0);
         big.entry = bytes::Bytes::from(vec![0u8; 2048]);
         assert_eq!(c.add(&big), Err(Status::TooLarge));
+    }
+
+    #[test]
+    fn a_deleted_ledger_is_forgotten_and_a_later_add_starts_it_again_with_its_key() {
+        let mut c = BookieCore::new(
+            vec![RecoveredLedger {
+                ledger_id: 4,
+                master_key: master_key(b"pw"),
+                fenced: true,
+                lac: 7,
+                last_entry: 8,
+                entries: 9,
+            }],
+            1024,
+        );
+        assert_eq!(c.delete(4), Some(Record::Delete { ledger_id: 4 }));
+        assert_eq!(c.delete(4), None, "already gone");
+        assert_eq!(c.check_read(4), Err(Status::NoLedger));
+        assert_eq!(c.entry_count(), 0);
+        assert!(c.ledger_ids().is_empty());
+        // Not fenced any more: the ledger's state went with it.
+        let p = c.add(&add(4, 0, b"pw", 0)).unwrap();
+        assert!(matches!(
+            p.records[..],
+            [Record::Key { .. }, Record::Add { .. }]
+        ));
     }
 
     #[test]

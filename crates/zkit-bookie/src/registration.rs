@@ -68,6 +68,15 @@ pub trait RegistrationManager: Send + Sync + 'static {
 
     /// The cluster's instance id (created on first use).
     fn cluster_instance_id(&self) -> BoxFuture<'_, Result<String, RegistrationError>>;
+
+    /// Whether the ledger's metadata exists. `Ok(false)` only when the store says for sure it
+    /// does not: the garbage collector then deletes the ledger's data on this bookie (as
+    /// BookKeeper's `ScanAndCompareGarbageCollector` does on `NoSuchLedgerExists`). The
+    /// default keeps every ledger.
+    fn ledger_exists(&self, ledger_id: i64) -> BoxFuture<'_, Result<bool, RegistrationError>> {
+        let _ = ledger_id;
+        Box::pin(async { Ok(true) })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +85,7 @@ struct State {
     read_only: BTreeSet<String>,
     cookies: BTreeMap<String, Versioned<Vec<u8>>>,
     instance_id: Option<String>,
+    deleted_ledgers: BTreeSet<i64>,
 }
 
 /// In-memory [`RegistrationManager`] for tests; its state can be inspected.
@@ -88,6 +98,11 @@ impl MemoryRegistration {
     /// Empty.
     pub fn new() -> MemoryRegistration {
         MemoryRegistration::default()
+    }
+
+    /// Says from now on that the ledger's metadata is gone (every other ledger exists).
+    pub fn delete_ledger(&self, ledger_id: i64) {
+        self.lock().deleted_ledgers.insert(ledger_id);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -188,5 +203,10 @@ impl RegistrationManager for MemoryRegistration {
                 .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
                 .clone())
         })
+    }
+
+    fn ledger_exists(&self, ledger_id: i64) -> BoxFuture<'_, Result<bool, RegistrationError>> {
+        let exists = !self.lock().deleted_ledgers.contains(&ledger_id);
+        Box::pin(async move { Ok(exists) })
     }
 }

@@ -430,3 +430,53 @@ async fn restart_on_files_keeps_entries_and_fence_and_checks_the_cookie() {
     }
     assert!(reg.available().is_empty(), "a refused bookie registered");
 }
+
+#[tokio::test]
+async fn the_garbage_collector_deletes_ledgers_whose_metadata_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let reg = Arc::new(MemoryRegistration::new());
+    let config = |port| {
+        let mut c = file_config(&data, port);
+        c.storage.entry_log_size = 4096;
+        c.gc_interval = Some(Duration::from_millis(50));
+        c
+    };
+    let bookie = Bookie::start(config(0), reg.clone()).await.unwrap();
+    let port = bookie.addr().port();
+    let c = client(bookie.addr()).await;
+    for e in 0..40 {
+        c.add(1, e, key(), false, entry(1, e)).await.unwrap();
+        c.add(2, e, key(), false, entry(2, e)).await.unwrap();
+    }
+    // Passes run meanwhile and keep both: their metadata exists.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(c.read(2, 0, None).await.unwrap(), entry(2, 0));
+    reg.delete_ledger(2);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while c.read(2, 0, None).await != Err(ClientError::Status(Status::NoLedger))
+        || bookie.storage().stats().gc_logs_removed == 0
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "ledger 2 not collected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for e in 0..40 {
+        assert_eq!(c.read(1, e, None).await.unwrap(), entry(1, e));
+    }
+    drop(c);
+    bookie.halt().await;
+    // After a crash-like restart: still gone, ledger 1 intact.
+    let bookie = Bookie::start(config(port), reg.clone()).await.unwrap();
+    let c = client(bookie.addr()).await;
+    assert_eq!(
+        c.read(2, 0, None).await,
+        Err(ClientError::Status(Status::NoLedger))
+    );
+    for e in 0..40 {
+        assert_eq!(c.read(1, e, None).await.unwrap(), entry(1, e));
+    }
+    bookie.stop().await;
+}

@@ -141,3 +141,114 @@ async fn a_lost_bookies_ledgers_are_rereplicated_to_write_quorum() {
         c.stop().await;
     }
 }
+
+/// A bookie comes back with its data gone but its cookie kept (so it starts, and is up): the
+/// lost-bookie path sees nothing wrong, but the auditor's replicas check finds it short of its
+/// fragments, and the workers copy them to another bookie until every entry has `Qw` copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bookie_back_with_missing_data_is_found_and_its_fragments_rereplicated() {
+    for target in common::servers().await {
+        let name = target.name;
+        let mut c = Cluster::start(&target.addr, 4).await;
+        let o = CreateOptions {
+            ensemble: 3,
+            write_quorum: 3,
+            ack_quorum: 2,
+            password: PW.to_vec(),
+            digest: DigestType::Crc32c,
+        };
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let w = c.client.create(&o).await.unwrap();
+            w.append_batch((0..50).map(payload).collect())
+                .await
+                .unwrap();
+            w.close().await.unwrap();
+            ids.push(w.id());
+        }
+        let (m0, _) = c.client.store().read(ids[0]).await.unwrap();
+        let victim_id = m0.ensembles[&0][0].clone();
+        let victim = c.index_of(&victim_id);
+        c.crash(victim).await;
+        // Everything but the cookie (`current/VERSION`) goes.
+        for f in std::fs::read_dir(c.nodes[victim].dir.join("current")).unwrap() {
+            let f = f.unwrap();
+            if f.file_name() != "VERSION" {
+                std::fs::remove_file(f.path()).unwrap();
+            }
+        }
+        c.start_bookie(victim).await;
+        let bc = c.bookie_client(victim).await;
+        assert!(bc.read(ids[0], 0, None).await.is_err(), "{name}: data gone");
+
+        let s1 = ledger_common::session(&c.addr).await;
+        let l1 =
+            zkit::ledger::LedgerClient::with_options(&s1, ledger_common::options(&c.root)).unwrap();
+        let a1 = AutoRecovery::start(
+            &s1,
+            &l1,
+            AutoRecoveryOptions {
+                id: "ar1".into(),
+                lost_bookie_delay: Duration::from_millis(500),
+                check_interval: Duration::from_millis(500),
+                worker_poll: Duration::from_millis(500),
+                ..AutoRecoveryOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+
+        // Every entry is on every bookie of its write set, intact.
+        let d = Digester::new(DigestType::Crc32c, PW);
+        let store = c.client.store().clone();
+        for id in &ids {
+            let id = *id;
+            eventually(
+                &format!("{name}: ledger {id} back to Qw copies"),
+                LIMIT,
+                || {
+                    let store = store.clone();
+                    let c = &c;
+                    let d = d.clone();
+                    async move {
+                        let Ok((m, _)) = store.read(id).await else {
+                            return false;
+                        };
+                        for e in 0..=m.last_entry_id {
+                            let ens = m.ensemble_for(e);
+                            for slot in write_set(e, ens.len(), m.write_quorum) {
+                                let bc = c.bookie_client(c.index_of(&ens[slot])).await;
+                                match bc.read(id, e, None).await {
+                                    Ok(raw) => {
+                                        assert_eq!(
+                                            d.verify(&raw, id, e).unwrap().payload,
+                                            payload(e)
+                                        )
+                                    }
+                                    Err(_) => return false,
+                                }
+                            }
+                        }
+                        true
+                    }
+                },
+            )
+            .await;
+        }
+        eventually("no mark is left", LIMIT, || {
+            let store = store.clone();
+            async move {
+                store
+                    .list_underreplicated()
+                    .await
+                    .map(|v| v.is_empty())
+                    .unwrap_or(false)
+            }
+        })
+        .await;
+        a1.stop().await;
+        l1.close();
+        s1.close();
+        c.stop().await;
+    }
+}

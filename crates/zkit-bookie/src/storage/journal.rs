@@ -40,6 +40,7 @@ const TYPE_ADD: u8 = 2;
 const TYPE_FENCE: u8 = 3;
 /// Index-log only: where an entry lives.
 pub(crate) const TYPE_LOC: u8 = 4;
+const TYPE_DELETE: u8 = 5;
 
 /// Appends one framed record with `payload` written by the closure.
 pub(crate) fn put_record(buf: &mut BytesMut, payload: impl FnOnce(&mut BytesMut)) {
@@ -81,6 +82,10 @@ pub fn encode_record(record: &Record, buf: &mut BytesMut) {
         }
         Record::Fence { ledger_id } => {
             b.put_u8(TYPE_FENCE);
+            b.put_i64(*ledger_id);
+        }
+        Record::Delete { ledger_id } => {
+            b.put_u8(TYPE_DELETE);
             b.put_i64(*ledger_id);
         }
     });
@@ -128,6 +133,12 @@ pub fn decode_record(mut payload: Bytes) -> std::result::Result<Record, &'static
         TYPE_FENCE => {
             need(&payload, 8)?;
             Ok(Record::Fence {
+                ledger_id: payload.get_i64(),
+            })
+        }
+        TYPE_DELETE => {
+            need(&payload, 8)?;
+            Ok(Record::Delete {
                 ledger_id: payload.get_i64(),
             })
         }
@@ -196,6 +207,14 @@ pub trait Sink: Send + 'static {
     fn sync(&mut self) -> Result<()>;
     /// Called after a successful sync with the jobs it covered: make them readable.
     fn publish(&mut self, jobs: Vec<Vec<Record>>);
+    /// Reclaims the space of deleted ledgers (see `file::compact`); between rounds. The
+    /// default does nothing.
+    ///
+    /// # Errors
+    /// The collection's failure (nothing is lost: it is retried next time).
+    fn collect_garbage(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Checkpoints if `forced` or if the sink thinks it is time; between rounds.
     ///
     /// # Errors
@@ -206,6 +225,7 @@ pub trait Sink: Send + 'static {
 enum Job {
     Append(Vec<Record>, oneshot::Sender<Result<()>>),
     Checkpoint(oneshot::Sender<Result<()>>),
+    CollectGarbage(oneshot::Sender<Result<()>>),
 }
 
 /// The group-commit thread. See the module docs.
@@ -254,6 +274,13 @@ impl GroupCommit {
         commit
     }
 
+    /// Queues a garbage collection between rounds.
+    pub fn collect_garbage(&self) -> Commit {
+        let (done, commit) = Commit::channel();
+        self.send(Job::CollectGarbage(done));
+        commit
+    }
+
     /// Finishes queued work and stops the thread.
     pub fn shutdown(&self) {
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -275,6 +302,7 @@ fn run<S: Sink>(mut sink: S, rx: mpsc::Receiver<Job>) {
     let mut jobs = Vec::new();
     let mut dones = Vec::new();
     let mut checkpoints = Vec::new();
+    let mut collections = Vec::new();
     while let Ok(first) = rx.recv() {
         // Everything queued while the previous fsync ran joins this round.
         let mut next = Some(first);
@@ -285,6 +313,7 @@ fn run<S: Sink>(mut sink: S, rx: mpsc::Receiver<Job>) {
                     dones.push(done);
                 }
                 Job::Checkpoint(done) => checkpoints.push(done),
+                Job::CollectGarbage(done) => collections.push(done),
             }
         }
         if !jobs.is_empty() {
@@ -312,8 +341,17 @@ fn run<S: Sink>(mut sink: S, rx: mpsc::Receiver<Job>) {
             for done in checkpoints.drain(..) {
                 let _ = done.send(result.clone());
             }
+            if !collections.is_empty() {
+                let result = sink.collect_garbage();
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, "garbage collection failed; retried next time");
+                }
+                for done in collections.drain(..) {
+                    let _ = done.send(result.clone());
+                }
+            }
         } else {
-            for done in checkpoints.drain(..) {
+            for done in checkpoints.drain(..).chain(collections.drain(..)) {
                 let _ = done.send(Err(StorageError::Poisoned(
                     poisoned.clone().unwrap_or_default(),
                 )));

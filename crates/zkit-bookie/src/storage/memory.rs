@@ -87,6 +87,9 @@ impl Storage for MemoryStorage {
                         l.fenced = true;
                     }
                 }
+                Record::Delete { ledger_id } => {
+                    ledgers.remove(&ledger_id);
+                }
                 Record::Add {
                     ledger_id,
                     entry_id,
@@ -153,6 +156,7 @@ impl Storage for MemoryStorage {
         StorageStats {
             fsync: Default::default(),
             checkpoints: self.checkpoints.load(Relaxed),
+            ..StorageStats::default()
         }
     }
 

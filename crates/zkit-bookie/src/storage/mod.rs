@@ -58,6 +58,13 @@ pub enum Record {
         /// Ledger.
         ledger_id: i64,
     },
+    /// The ledger was deleted (its metadata is gone): its key, fence and entries are dropped
+    /// from the index; compaction reclaims the entry log space (BookKeeper's
+    /// `LedgerStorage.deleteLedger`, run by the `GarbageCollectorThread`).
+    Delete {
+        /// Ledger.
+        ledger_id: i64,
+    },
 }
 
 /// A ledger as storage recovered it.
@@ -186,6 +193,12 @@ pub struct StorageStats {
     pub fsync: Histogram,
     /// Checkpoints done.
     pub checkpoints: u64,
+    /// Entry logs removed by garbage collection.
+    pub gc_logs_removed: u64,
+    /// Bytes of entry logs removed by garbage collection.
+    pub gc_bytes_reclaimed: u64,
+    /// Live entries copied by compaction.
+    pub gc_entries_copied: u64,
 }
 
 /// The storage a bookie runs on. See the module docs.
@@ -203,6 +216,13 @@ pub trait Storage: Send + Sync + 'static {
     /// Flushes entry logs and the index, records the journal position, trims older journal
     /// files. Resolves when done.
     fn checkpoint(&self) -> Commit;
+
+    /// Reclaims the disk space of deleted ledgers ([`Record::Delete`]): removes entry logs
+    /// with no live entry and compacts mostly-dead ones. Resolves when done. The default (for
+    /// stores with nothing to reclaim) resolves at once.
+    fn collect_garbage(&self) -> Commit {
+        Commit::ready(Ok(()))
+    }
 
     /// What was recovered when the storage opened.
     fn recovered(&self) -> Vec<RecoveredLedger>;

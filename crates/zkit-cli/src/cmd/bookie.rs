@@ -1,5 +1,7 @@
 //! `zkit bookie`: run a bookie (the ledger's storage server) in the foreground until
 //! SIGINT/SIGTERM, then stop gracefully (answer what was received, checkpoint, unregister).
+//! A signal is honoured at every stage: while connecting to ZooKeeper or registering (ZooKeeper
+//! unreachable) the bookie gives up and exits cleanly, as it does when serving.
 //!
 //! It registers in ZooKeeper (`--server`) under `/ledgers/available/HOST:PORT`, and keeps its
 //! cookie there and in its dirs: a wiped or swapped data dir is refused at start. Every
@@ -54,6 +56,10 @@ pub struct BookieArgs {
     /// ZooKeeper session timeout (`10s`): how long a killed bookie stays registered.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub session_timeout: Duration,
+    /// How often to garbage-collect deleted ledgers (their metadata gone from ZooKeeper):
+    /// their data is dropped and entry logs are removed or compacted (`0s`: never).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    pub gc_interval: Duration,
     /// The log filter [default: RUST_LOG, else info].
     #[arg(long)]
     pub log_level: Option<String>,
@@ -72,12 +78,21 @@ pub async fn run(args: BookieArgs) -> Result<ExitCode> {
         .with_writer(std::io::stderr)
         .init();
 
-    let session = Session::connect(
-        &args.server,
-        SessionOptions::default().with_session_timeout(args.session_timeout),
-    )
-    .await
-    .with_context(|| format!("cannot connect to ZooKeeper at {}", args.server))?;
+    // The signal is watched from here on: a ZooKeeper that never answers must not keep the
+    // process from stopping.
+    let mut shutdown = std::pin::pin!(shutdown);
+    tracing::info!(server = %args.server, "connecting to ZooKeeper");
+    let session = tokio::select! {
+        s = Session::connect(
+            &args.server,
+            SessionOptions::default().with_session_timeout(args.session_timeout),
+        ) => s.with_context(|| format!("cannot connect to ZooKeeper at {}", args.server))?,
+        () = &mut shutdown => {
+            tracing::info!("signal received while connecting to ZooKeeper, stopping");
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    tracing::info!("connected to ZooKeeper; checking the cookie and registering");
     let registration = Arc::new(ZkRegistrationManager::new(&session));
     let mut config = BookieConfig::new(SocketAddr::new(args.host, args.port), &args.data_dir);
     config.journal_dir = args.journal_dir.clone();
@@ -86,9 +101,17 @@ pub async fn run(args: BookieArgs) -> Result<ExitCode> {
         Fsync::Never => FsyncMode::Never,
     };
     config.metrics = args.metrics_port.map(|p| SocketAddr::new(args.host, p));
-    let bookie = Bookie::start(config, registration)
-        .await
-        .context("cannot start the bookie")?;
+    config.gc_interval = (!args.gc_interval.is_zero()).then_some(args.gc_interval);
+    // Dropping a start that has not finished is safe: nothing was acknowledged yet, and the
+    // storage it may have opened shuts its journal down when dropped.
+    let bookie = tokio::select! {
+        b = Bookie::start(config, registration) => b.context("cannot start the bookie")?,
+        () = &mut shutdown => {
+            tracing::info!("signal received while starting (ZooKeeper unreachable?), stopping");
+            session.close();
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     // On stdout, alone on its line, so scripts and tests know it is serving.
     println!(
         "zkit bookie {} listening on {}",

@@ -7,10 +7,17 @@
 //!   gone for the lost-bookie delay (`lostBookieRecoveryDelay`), every ledger with a fragment
 //!   on it is marked under-replicated with the missing bookies. It looks again whenever the
 //!   bookie list changes, when a delay runs out, and every check interval.
+//! - Every audit also runs a **replicas check** (BookKeeper's `Auditor.checkAllLedgers` with
+//!   its `LedgerChecker`): for each fragment of each closed ledger, every bookie of the
+//!   fragment that is up is asked for the first and the last entry of its share of the
+//!   fragment; a bookie that answers "no such entry" or "no such ledger" (it came back with
+//!   data missing: a replaced disk, a restored cookie) is marked missing for that ledger. An
+//!   unanswered read is no evidence and marks nothing.
 //! - A **replication worker** takes the lock of a marked ledger (an ephemeral node), and for
 //!   every fragment on a missing bookie copies the entries that bookie held from a surviving
 //!   replica to a new bookie (recovery adds, as `LedgerFragmentReplicator` does), then records
-//!   the new bookie in that fragment by CAS. When no fragment names a missing bookie any more
+//!   the new bookie in that fragment by CAS. A bookie the mark names that is up is checked
+//!   fragment by fragment the same way, and replaced only in the fragments it is short of. When no fragment names a missing bookie any more
 //!   it clears the mark (only if it is the version it locked: a mark renewed meanwhile stays).
 //!   The open last fragment of a ledger still being written is left to its writer for a grace
 //!   period (its own ensemble change replaces the bookie); after that the ledger is recovered,
@@ -324,7 +331,24 @@ async fn audit_once(
         .flat_map(|(_, m)| m.bookies().into_iter().map(str::to_string))
         .collect();
     let (lost, next) = core.observe(Instant::now(), &present, &named, options.lost_bookie_delay);
-    for (id, missing) in AuditorCore::to_mark(ledgers.iter().map(|(id, m)| (*id, m)), &lost) {
+    let mut marks = AuditorCore::to_mark(ledgers.iter().map(|(id, m)| (*id, m)), &lost);
+    for (id, m) in &ledgers {
+        let short = short_bookies(client, *id, m, &present).await;
+        if short.is_empty() {
+            continue;
+        }
+        match marks.iter_mut().find(|(l, _)| l == id) {
+            Some((_, missing)) => {
+                for b in short {
+                    if !missing.contains(&b) {
+                        missing.push(b);
+                    }
+                }
+            }
+            None => marks.push((*id, short.into_iter().collect())),
+        }
+    }
+    for (id, missing) in marks {
         tracing::info!(
             ledger_id = id,
             ?missing,
@@ -336,6 +360,64 @@ async fn audit_once(
             .await?;
     }
     Ok((next, Some(watcher)))
+}
+
+/// The bookies of closed ledger `m` that are up but miss entries of a fragment they hold
+/// (empty for an open ledger: its end belongs to the writer).
+async fn short_bookies(
+    client: &LedgerClient,
+    ledger_id: i64,
+    m: &LedgerMetadata,
+    present: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let mut short = BTreeSet::new();
+    if !m.is_closed() {
+        return short;
+    }
+    for (first, last, ensemble) in m.fragments() {
+        let last = last.unwrap_or(m.last_entry_id);
+        for (index, bookie) in ensemble.iter().enumerate() {
+            if short.contains(bookie) || !present.contains(bookie) {
+                continue;
+            }
+            if fragment_short(client, ledger_id, m, first, last, index, bookie).await {
+                short.insert(bookie.clone());
+            }
+        }
+    }
+    short
+}
+
+/// Whether `bookie`, at slot `index` of fragment `first..=last`, says it lacks the first or
+/// the last entry of its share (as `LedgerChecker.verifyLedgerFragment` checks). Only a
+/// definite answer counts: a bookie that cannot be reached is the lost-bookie path's.
+async fn fragment_short(
+    client: &LedgerClient,
+    ledger_id: i64,
+    m: &LedgerMetadata,
+    first: i64,
+    last: i64,
+    index: usize,
+    bookie: &str,
+) -> bool {
+    use zkit_bookie::protocol::Status;
+    use zkit_bookie::ClientError;
+    let e = m.ensembles.get(&first).map_or(0, Vec::len);
+    let share = || (first..=last).filter(|id| in_write_set(*id, index, e, m.write_quorum));
+    let (Some(lo), Some(hi)) = (share().next(), share().next_back()) else {
+        return false;
+    };
+    let Ok(bc) = client.inner().pool.get(bookie).await else {
+        return false;
+    };
+    for id in if lo == hi { vec![lo] } else { vec![lo, hi] } {
+        if let Err(ClientError::Status(Status::NoEntry | Status::NoLedger)) =
+            bc.read(ledger_id, id, None).await
+        {
+            return true;
+        }
+    }
+    false
 }
 
 async fn worker_loop(client: LedgerClient, options: AutoRecoveryOptions, stop: CancellationToken) {
@@ -398,11 +480,14 @@ async fn work_on(
     let Some(version) = store.lock_underreplicated(ledger_id, &options.id).await? else {
         return Ok(None);
     };
-    let mark_age = match store.read_mark(ledger_id).await? {
-        Some((mark, _)) => Duration::from_millis(now_ms().saturating_sub(mark.ctime_ms)),
-        None => Duration::ZERO,
+    let (mark_age, marked) = match store.read_mark(ledger_id).await? {
+        Some((mark, _)) => (
+            Duration::from_millis(now_ms().saturating_sub(mark.ctime_ms)),
+            mark.replicas.into_iter().collect(),
+        ),
+        None => (Duration::ZERO, BTreeSet::new()),
     };
-    let result = replicate_ledger(client, ledger_id, mark_age, options).await;
+    let result = replicate_ledger_marked(client, ledger_id, mark_age, &marked, options).await;
     let out = match result {
         Ok(r @ Replicated::Done { .. }) => {
             if store.clear_underreplicated(ledger_id, version).await? {
@@ -431,6 +516,18 @@ pub async fn replicate_ledger(
     mark_age: Duration,
     options: &AutoRecoveryOptions,
 ) -> Result<Replicated, LedgerError> {
+    replicate_ledger_marked(client, ledger_id, mark_age, &BTreeSet::new(), options).await
+}
+
+/// [`replicate_ledger`], and also the fragments that the bookies in `marked` (up, but named
+/// by the mark) are short of.
+pub async fn replicate_ledger_marked(
+    client: &LedgerClient,
+    ledger_id: i64,
+    mark_age: Duration,
+    marked: &BTreeSet<String>,
+    options: &AutoRecoveryOptions,
+) -> Result<Replicated, LedgerError> {
     let store = client.store();
     let (mut m, _) = store.read(ledger_id).await?;
     let (writable, readonly) = store.bookies().await?;
@@ -442,7 +539,12 @@ pub async fn replicate_ledger(
             .map(str::to_string)
             .collect()
     };
-    if missing(&m).is_empty() {
+    let checked: BTreeSet<String> = marked
+        .iter()
+        .filter(|b| present.contains(b))
+        .cloned()
+        .collect();
+    if missing(&m).is_empty() && checked.is_empty() {
         return Ok(Replicated::Done {
             fragments: 0,
             entries: 0,
@@ -474,10 +576,14 @@ pub async fn replicate_ledger(
         };
         let ensemble = m.ensembles[first].clone();
         for (index, bookie) in ensemble.iter().enumerate() {
-            if !lost.contains(bookie) {
+            let short = lost.contains(bookie)
+                || (checked.contains(bookie)
+                    && fragment_short(client, ledger_id, &m, *first, last, index, bookie).await);
+            if !short {
                 continue;
             }
-            let lost_list: Vec<String> = lost.iter().cloned().collect();
+            let mut lost_list: Vec<String> = lost.iter().cloned().collect();
+            lost_list.push(bookie.clone());
             let current = m.ensembles[first].clone();
             let target =
                 choose_replacement(&writable, &current, &lost_list, &mut rand::thread_rng())?;

@@ -19,6 +19,7 @@ use futures::future::BoxFuture;
 use zkit_bookie::registration::{RegistrationError, RegistrationManager, Versioned};
 use zkit_client as zk;
 
+use super::layout::Layout;
 use crate::persistent_node::PersistentNode;
 use crate::session::Session;
 
@@ -210,6 +211,23 @@ impl RegistrationManager for ZkRegistrationManager {
                     .map_err(store),
                 Err(e) => Err(store(e)),
             }
+        })
+    }
+
+    fn ledger_exists(&self, ledger_id: i64) -> BoxFuture<'_, Result<bool, RegistrationError>> {
+        Box::pin(async move {
+            // An id outside the layout's range never had metadata here.
+            let Ok(path) = Layout::new(&self.root).and_then(|l| l.ledger(ledger_id)) else {
+                return Ok(false);
+            };
+            self.session.wait_connected().await.map_err(store)?;
+            let stat = self
+                .session
+                .client()
+                .check_stat(&path)
+                .await
+                .map_err(store)?;
+            Ok(stat.is_some())
         })
     }
 }

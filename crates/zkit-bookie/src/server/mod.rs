@@ -1,6 +1,6 @@
 //! The bookie's tokio shell around [`BookieCore`] and a [`Storage`]: the listener, pipelined
-//! connections, the disk monitor (read-only mode), periodic checkpoints, registration and
-//! `/metrics`, and a graceful stop.
+//! connections, the disk monitor (read-only mode), periodic checkpoints, the garbage collector
+//! (`gc`), registration and `/metrics`, and a graceful stop.
 //!
 //! Per connection, requests are decided in arrival order under the core's lock and handed to
 //! storage in that order, so adds to one ledger are journaled in arrival order; responses leave
@@ -16,6 +16,8 @@
 //! re-registers under `available/readonly/` and back as the mode changes. An fsync failure
 //! makes it read-only until restarted (what the failed fsync covered may be lost; a restart
 //! recovers from the journal).
+
+mod gc;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -73,6 +75,9 @@ pub struct BookieConfig {
     pub checkpoint_interval: Duration,
     /// Requests outstanding per connection before the bookie stops reading from it.
     pub max_in_flight: usize,
+    /// How often the garbage collector asks the metadata store which of the bookie's ledgers
+    /// still exist, deletes the others' data and reclaims their space; `None`: never.
+    pub gc_interval: Option<Duration>,
 }
 
 impl BookieConfig {
@@ -100,6 +105,7 @@ impl BookieConfig {
             disk_check_interval: Duration::from_secs(1),
             checkpoint_interval: Duration::from_secs(10),
             max_in_flight: 10_000,
+            gc_interval: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -234,6 +240,9 @@ impl std::fmt::Debug for Bookie {
     }
 }
 
+/// How long [`Bookie::stop`] tries to remove the registration.
+const UNREGISTER_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl Bookie {
     /// Starts a bookie on its data dir: binds, checks the cookie, recovers storage, registers.
     ///
@@ -347,6 +356,13 @@ impl Bookie {
             Arc::clone(&shared),
             config.checkpoint_interval,
         ));
+        if let Some(every) = config.gc_interval {
+            tasks.spawn(gc::garbage_collector(
+                Arc::clone(&shared),
+                Arc::clone(&registration),
+                every,
+            ));
+        }
         tasks.spawn(registrar(
             Arc::clone(&shared),
             Arc::clone(&registration),
@@ -452,13 +468,17 @@ impl Bookie {
         }
         let storage = Arc::clone(&self.shared.storage);
         let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
+        // Bounded: with ZooKeeper unreachable the registration cannot be removed, and need not
+        // be: it is an ephemeral node, gone with the session when the process exits.
         for ro in [false, true] {
-            if let Err(e) = self
-                .registration
-                .unregister_bookie(&self.bookie_id, ro)
-                .await
-            {
-                warn!(error = %e, "unregister failed");
+            let unregister = self.registration.unregister_bookie(&self.bookie_id, ro);
+            match tokio::time::timeout(UNREGISTER_TIMEOUT, unregister).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => warn!(error = %e, "unregister failed"),
+                Err(_) => warn!(
+                    "unregister did not finish within {UNREGISTER_TIMEOUT:?} (ZooKeeper \
+                     unreachable?); the registration goes with the session"
+                ),
             }
         }
         info!(bookie_id = %self.bookie_id, "bookie stopped");
