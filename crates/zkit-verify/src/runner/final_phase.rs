@@ -7,7 +7,7 @@ use super::recorder::{call, Recorder};
 use super::sessions::observe;
 use super::shared::Shared;
 use crate::client::{self, ClientHandle};
-use crate::generator::ID_PARENTS;
+use crate::executor::ID_PARENTS;
 use crate::history::{EventKind, Op, Process};
 use crate::workload::Workload;
 use crate::zk_ops::Zk;
