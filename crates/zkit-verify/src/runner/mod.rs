@@ -64,7 +64,7 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
     // Data dir: on a small tmpfs when the disk is to fill up.
     let disk_full = config.faults.contains(&FaultKind::DiskFull);
     let tmpfs = if disk_full {
-        Some(Tmpfs::mount(&config.work_dir.join("disk"), 48)?)
+        Some(Tmpfs::mount(&config.work_dir.join("disk"), 48).map_err(Error::Setup)?)
     } else {
         None
     };
