@@ -4,11 +4,6 @@ use std::time::Duration;
 
 use crate::load::LoadReport;
 
-/// Upper bound of the latency histograms (60 s), in microseconds.
-pub(super) const MAX_LATENCY_US: u64 = 60_000_000;
-/// Session timeout of the harness's own sessions.
-pub(super) const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Sizes of one compare run.
 #[derive(Debug, Clone)]
 pub(super) struct CompareSizes {

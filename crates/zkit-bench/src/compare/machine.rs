@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::harness::{new_histogram, record};
+use crate::bench_common::{new_histogram, record};
 
 /// The cost of one durable write on the data-dir disk: p50 of a 128-byte write + fdatasync.
 #[derive(Debug, Clone, Copy)]

@@ -12,8 +12,10 @@ use zkit_client as zk;
 
 use super::args::BenchCompareArgs;
 use super::figures::{CompareSizes, ServerFigures};
-use super::harness::{connect, ensure_path, pipelined, spawn_progress};
+use super::harness::ensure_path;
 use super::machine::mib;
+use crate::bench_common::spawn_progress;
+use crate::bench_common::{connect, pipelined};
 use crate::load::{run_load, LoadReport, LoadSpec, OpMix};
 use crate::servers::{disk_usage, RunningServer};
 

@@ -2,6 +2,7 @@
 //! type (clap `Args` or `Subcommand`) and an `async fn run(args) -> anyhow::Result<ExitCode>`.
 
 pub mod admin;
+pub mod bench_common;
 pub mod bench_ledger;
 pub mod bench_lock;
 pub mod bench_proc;
