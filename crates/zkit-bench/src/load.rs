@@ -4,7 +4,6 @@
 //! lines and reads their JSON back; what they measure and how is theirs (`zkit bench server
 //! --help`).
 
-use std::fmt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -12,35 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use serde_json::Value;
 
-/// What requests a `zkit bench server` run sends (its `--ops`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpMix {
-    /// Creates of new nodes.
-    Create,
-    /// getData of existing nodes.
-    Get,
-    /// setData of existing nodes.
-    Set,
-    /// exists of a missing node (a round trip that touches nothing).
-    Exists,
-    /// getData / setData with this share of reads.
-    Mixed {
-        /// Percentage of reads.
-        read_percent: u8,
-    },
-}
-
-impl fmt::Display for OpMix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpMix::Create => f.write_str("create"),
-            OpMix::Get => f.write_str("get"),
-            OpMix::Set => f.write_str("set"),
-            OpMix::Exists => f.write_str("exists"),
-            OpMix::Mixed { read_percent } => write!(f, "mixed:{read_percent}"),
-        }
-    }
-}
+pub use crate::bench_common::{ms, LoadReport, OpMix};
 
 /// One `zkit bench server` run.
 #[derive(Debug, Clone)]
@@ -63,114 +34,6 @@ pub struct LoadSpec {
     pub path: String,
     /// Delete the run's nodes afterwards.
     pub cleanup: bool,
-}
-
-/// The figures of one run, as `zkit bench server --json` prints them.
-#[derive(Debug, Clone)]
-pub struct LoadReport {
-    /// Operation mix.
-    pub ops: OpMix,
-    /// Sessions.
-    pub sessions: usize,
-    /// Requests in flight per session.
-    pub inflight: usize,
-    /// Requests answered successfully.
-    pub completed: u64,
-    /// Requests answered with an error.
-    pub errors: u64,
-    /// Measured wall time.
-    pub elapsed: Duration,
-    /// Successful requests per second.
-    pub ops_per_sec: f64,
-    /// Median latency in microseconds.
-    pub p50_us: u64,
-    /// 99th percentile.
-    pub p99_us: u64,
-    /// 99.9th percentile.
-    pub p999_us: u64,
-    /// Slowest request.
-    pub max_us: u64,
-    /// The first error seen, if any.
-    pub first_error: Option<String>,
-    /// The percentile distribution, (percentile in %, µs); empty from a `zkit` that does not
-    /// print it.
-    pub percentiles: Vec<(f64, u64)>,
-}
-
-impl LoadReport {
-    /// Reads the JSON object `zkit bench server --json` prints (`ops` comes from the spec).
-    pub fn from_json(ops: OpMix, json: &Value) -> Result<LoadReport> {
-        let u = |v: &Value, key: &str| -> Result<u64> {
-            v.get(key)
-                .and_then(Value::as_u64)
-                .with_context(|| format!("no integer {key:?} in {json}"))
-        };
-        let f = |key: &str| -> Result<f64> {
-            json.get(key)
-                .and_then(Value::as_f64)
-                .with_context(|| format!("no number {key:?} in {json}"))
-        };
-        let latency = json
-            .get("latency_us")
-            .with_context(|| format!("no latency_us in {json}"))?;
-        Ok(LoadReport {
-            ops,
-            sessions: usize::try_from(u(json, "sessions")?)?,
-            inflight: usize::try_from(u(json, "inflight")?)?,
-            completed: u(json, "completed")?,
-            errors: u(json, "errors")?,
-            elapsed: Duration::from_secs_f64(f("seconds")?.max(0.0)),
-            ops_per_sec: f("ops_per_sec")?,
-            p50_us: u(latency, "p50")?,
-            p99_us: u(latency, "p99")?,
-            p999_us: u(latency, "p99_9")?,
-            max_us: u(latency, "max")?,
-            first_error: json
-                .get("first_error")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            percentiles: latency
-                .get("percentiles")
-                .and_then(Value::as_array)
-                .map(|points| {
-                    points
-                        .iter()
-                        .filter_map(|point| {
-                            Some((point.get(0)?.as_f64()?, point.get(1)?.as_u64()?))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
-    }
-
-    /// One line for progress output.
-    pub fn line(&self) -> String {
-        let mut s = format!(
-            "{} sessions={} inflight={}: {:.0} ops/s ({} ok, {} errors in {:.1}s); latency \
-             p50 {} p99 {} p99.9 {} max {}",
-            self.ops,
-            self.sessions,
-            self.inflight,
-            self.ops_per_sec,
-            self.completed,
-            self.errors,
-            self.elapsed.as_secs_f64(),
-            ms(self.p50_us),
-            ms(self.p99_us),
-            ms(self.p999_us),
-            ms(self.max_us),
-        );
-        if let Some(e) = &self.first_error {
-            s.push_str(&format!(" (first error: {e})"));
-        }
-        s
-    }
-}
-
-/// Microseconds as milliseconds with three decimals.
-pub fn ms(us: u64) -> String {
-    format!("{:.3} ms", us as f64 / 1000.0)
 }
 
 /// Runs `zkit` with `args` and returns its stdout; its stderr (progress) passes through.

@@ -11,6 +11,9 @@
 //! - [`servers`]: starting, measuring and stopping the servers under test.
 //! - [`load`]: running `zkit bench server --json` / `zkit bench lock --json` and reading their
 //!   figures.
+//! - `bench_common`: the figures of one load run and their JSON, histograms, progress, sessions
+//!   and requests in flight, included from the `zkit` binary's source
+//!   (crates/zkit-cli/src/cmd/bench_common.rs) as `plot` is.
 //! - `plot`: the latency percentile chart (SVG), the very source file `zkit bench server
 //!   --plot` draws with (crates/zkit-cli/src/cmd/plot.rs), so both charts look the same.
 //!
@@ -19,6 +22,12 @@
 //! `scripts/apache-zk` / `docs/PERFORMANCE.md` in the current directory, i.e. a checkout's
 //! root, where scripts/bench-compare and scripts/bench-lock-compare run it).
 
+// The figures `zkit bench server --json` prints and this harness reads back, histograms, the
+// progress line, sessions and requests in flight: the zkit binary's own module, included rather
+// than copied, so the JSON is written and read by one definition.
+#[allow(dead_code)]
+#[path = "../../zkit-cli/src/cmd/bench_common.rs"]
+mod bench_common;
 mod compare;
 mod load;
 mod lock_compare;

@@ -7,8 +7,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use common::{Raw, WAIT};
@@ -17,51 +16,7 @@ use zkit_server::storage::durable::DurableOptions;
 use zkit_server::storage::wal::WalOptions;
 use zkit_server::storage::WalStorage;
 use zkit_server::{Server, ServerConfig};
-
-/// Unmounts the tmpfs when dropped, also when the test panics (lazily if a file is still open).
-struct Mounted(PathBuf);
-
-impl Mounted {
-    fn new(dir: &Path, size: &str) -> Result<Mounted, String> {
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
-        if out.status.success() {
-            Ok(Mounted(dir.to_path_buf()))
-        } else {
-            Err(format!(
-                "mount -t tmpfs failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let plain = Command::new("umount").arg(&self.0).status();
-        if !plain.is_ok_and(|s| s.success()) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn skip(reason: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "disk-full test cannot run under CI: {reason}"
-    );
-    eprintln!("SKIPPED disk_full: {reason}");
-}
+use zkit_testkit::tmpfs::{is_root, skip_disk_full, Tmpfs};
 
 /// Distinct data per node, so a half-written or mixed-up value shows.
 fn value(i: u32) -> Vec<u8> {
@@ -154,12 +109,12 @@ async fn check(raw: &mut Raw, acked: &[u32], failed: Option<u32>) {
 #[tokio::test]
 async fn disk_full_fails_writes_keeps_acknowledged_ones_and_recovers() {
     if !is_root() {
-        return skip("not root (mounting a tmpfs needs it)");
+        return skip_disk_full("not root (mounting a tmpfs needs it)");
     }
     let tmp = tempfile::tempdir().unwrap();
-    let mount = match Mounted::new(tmp.path(), "6m") {
+    let mount = match Tmpfs::mount(tmp.path(), 6) {
         Ok(mount) => mount,
-        Err(reason) => return skip(&reason),
+        Err(reason) => return skip_disk_full(&reason),
     };
     let filler = tmp.path().join("filler");
     // Leave ~1.5 MiB: a few segments' worth.

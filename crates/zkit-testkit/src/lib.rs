@@ -13,6 +13,7 @@
 //!   Apache standalone, an Apache ensemble), restricted with `ZKIT_TARGETS`.
 //! - [`ensemble`]: [`Ensemble`], a private Apache ZooKeeper ensemble with kill/pause/restart of
 //!   members, for fault tests.
+//! - [`tmpfs`]: [`Tmpfs`], a small tmpfs mounted for a real disk-full (root only).
 //!
 //! Apache ZooKeeper is found through the environment variable `ZKIT_APACHE_ZK=host:port`, which
 //! `scripts/test` sets after starting a private server. Without it, Apache-side tests print a
@@ -24,11 +25,13 @@ pub mod ensemble;
 pub mod fault_proxy;
 pub mod process;
 pub mod target;
+pub mod tmpfs;
 
 pub use ensemble::{apache_installed, ensemble_available, Ensemble};
 pub use fault_proxy::FaultProxy;
 pub use process::{kill9, zkit_bin, ChildGuard};
 pub use target::{apache_ensemble, targets, Target, TargetKind};
+pub use tmpfs::Tmpfs;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -58,6 +58,9 @@ impl Reply {
     }
 }
 
+/// Parents of the unique-id workload.
+pub const ID_PARENTS: u32 = 3;
+
 /// Where a workload's znodes live under the run's root.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -102,7 +105,7 @@ impl Layout {
             self.results(),
             self.sessions(),
         ];
-        d.extend((0..crate::generator::ID_PARENTS).map(|p| self.id_parent(p)));
+        d.extend((0..ID_PARENTS).map(|p| self.id_parent(p)));
         d
     }
 }

@@ -12,11 +12,8 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::executor::Reply;
+use crate::executor::{Reply, ID_PARENTS};
 use crate::history::{Cell, EventKind, Op};
-
-/// Parents of the unique-id workload.
-pub const ID_PARENTS: u32 = 3;
 
 /// The RNG of client `client` in a run seeded `seed`.
 pub fn client_rng(seed: u64, client: u32) -> StdRng {

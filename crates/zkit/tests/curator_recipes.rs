@@ -15,7 +15,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
-use common::{check_no_interleaving, foreign_finished, javac, servers, session};
+use common::{
+    append_mark, check_no_interleaving, foreign_finished, javac, servers, session, skip_curator,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::atomic::{AtomicOptions, DistributedAtomicLong, PromotedToLock};
 use zkit::discovery::{ServiceDiscovery, ServiceInstance};
@@ -292,13 +294,6 @@ public class CuratorRecipes {
 }
 "#;
 
-fn skip_or_fail(why: &str) {
-    if std::env::var_os("CI").is_some() {
-        panic!("curator recipes interop cannot run under CI: {why}");
-    }
-    eprintln!("SKIP curator: {why}");
-}
-
 /// Curator, curator-x-discovery and Jackson, as a classpath.
 fn classpath() -> Option<String> {
     let base = curator_classpath()?;
@@ -321,12 +316,15 @@ fn classpath() -> Option<String> {
 /// Compiles the Java side; `None` (after a SKIP line) when it cannot run here.
 fn compiled() -> Option<(tempfile::TempDir, String)> {
     let Some(classpath) = classpath() else {
-        skip_or_fail("Curator/curator-x-discovery/Jackson jars not found in /usr/share/java");
+        skip_curator(
+            "curator recipes interop",
+            "Curator/curator-x-discovery/Jackson jars not found in /usr/share/java",
+        );
         return None;
     };
     let dir = tempfile::tempdir().expect("tempdir");
     if !javac(dir.path(), "CuratorRecipes", JAVA, &classpath) {
-        skip_or_fail("javac failed or is missing");
+        skip_curator("curator recipes interop", "javac failed or is missing");
         return None;
     }
     let full = format!("{}:{classpath}", dir.path().display());
@@ -604,9 +602,9 @@ async fn semaphore_mutexes_exclude_each_other() {
         let mutex = SemaphoreMutex::new(&s, &path);
         for _ in 0..ROUNDS {
             let lease = mutex.lock().await.expect("lock");
-            append(&marks, "enter rust\n");
+            append_mark(&marks, "enter rust\n");
             tokio::time::sleep(Duration::from_millis(1)).await;
-            append(&marks, "exit rust\n");
+            append_mark(&marks, "exit rust\n");
             lease.release().await.expect("release");
         }
         foreign_finished(child, "java", target.name).await;
@@ -619,16 +617,6 @@ async fn semaphore_mutexes_exclude_each_other() {
         );
         eprintln!("{}: curator semaphore mutex interop ok", target.name);
     }
-}
-
-fn append(file: &Path, line: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .expect("open marks");
-    f.write_all(line.as_bytes()).expect("append");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

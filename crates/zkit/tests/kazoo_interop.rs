@@ -13,18 +13,17 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{check_no_interleaving, children, foreign_finished, rust_contender, servers, session};
+use common::{
+    check_no_interleaving, children, foreign_finished, kazoo, kazoo_script, rust_contender,
+    servers, session,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::lock::Mutex;
 use zkit::Error;
 use zkit_testkit::unique_path;
-
-/// Debian's kazoo is installed for Debian's Python; a pyenv `python3` on PATH would not see it.
-const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 
 const KAZOO: &str = r#"
 import sys, time
@@ -72,33 +71,6 @@ zk.stop()
 zk.close()
 "#;
 
-/// `Some(script path)` when kazoo can run here; else SKIP (or fail under CI).
-fn kazoo_script(dir: &Path) -> Option<std::path::PathBuf> {
-    let available = Path::new(SYSTEM_PYTHON).is_file()
-        && Path::new("/usr/lib/python3/dist-packages/kazoo").is_dir();
-    if !available {
-        if std::env::var_os("CI").is_some() {
-            panic!("kazoo interop cannot run under CI: python3-kazoo missing");
-        }
-        eprintln!("SKIP kazoo: /usr/bin/python3 with python3-kazoo not found");
-        return None;
-    }
-    let script = dir.join("kazoo_locker.py");
-    std::fs::write(&script, KAZOO).expect("write script");
-    Some(script)
-}
-
-fn kazoo(script: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(SYSTEM_PYTHON);
-    cmd.arg(script)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
 #[test]
 fn interleaving_check_catches_overlap() {
     assert_eq!(
@@ -115,7 +87,7 @@ fn interleaving_check_catches_overlap() {
 async fn kazoo_lock_with_curator_pattern_and_zkit_mutex_exclude_each_other() {
     const ROUNDS: usize = 60;
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path()) else {
+    let Some(script) = kazoo_script(dir.path(), "kazoo_locker.py", KAZOO) else {
         return;
     };
     for target in servers().await {
@@ -154,7 +126,7 @@ async fn kazoo_lock_with_curator_pattern_and_zkit_mutex_exclude_each_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_kazoo_lock_ignores_zkit_nodes_but_zkit_waits_for_kazoo() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path()) else {
+    let Some(script) = kazoo_script(dir.path(), "kazoo_locker.py", KAZOO) else {
         return;
     };
     for target in servers().await {

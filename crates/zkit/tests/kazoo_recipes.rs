@@ -12,7 +12,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
-use common::{check_no_interleaving, foreign_finished, servers, session};
+use common::{
+    append_mark, check_no_interleaving, foreign_finished, kazoo, kazoo_script, servers, session,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::lock::{KazooLock, MultiNonBlockingLease, NonBlockingLease};
 use zkit::locking_queue::LockingQueue;
@@ -20,7 +22,6 @@ use zkit::partitioner::{PartitionState, PartitionerOptions, SetPartitioner};
 use zkit::party::{Party, ShallowParty};
 use zkit_testkit::unique_path;
 
-const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 const LIMIT: Duration = Duration::from_secs(30);
 
 const KAZOO: &str = r#"
@@ -108,33 +109,6 @@ zk.stop()
 zk.close()
 "#;
 
-/// `Some(script path)` when kazoo can run here; else SKIP (or fail under CI).
-fn kazoo_script(dir: &Path) -> Option<std::path::PathBuf> {
-    let available = Path::new(SYSTEM_PYTHON).is_file()
-        && Path::new("/usr/lib/python3/dist-packages/kazoo").is_dir();
-    if !available {
-        if std::env::var_os("CI").is_some() {
-            panic!("kazoo interop cannot run under CI: python3-kazoo missing");
-        }
-        eprintln!("SKIP kazoo: /usr/bin/python3 with python3-kazoo not found");
-        return None;
-    }
-    let script = dir.join("kazoo_recipes.py");
-    std::fs::write(&script, KAZOO).expect("write script");
-    Some(script)
-}
-
-fn kazoo(script: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(SYSTEM_PYTHON);
-    cmd.arg(script)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
 /// Runs kazoo to completion (bounded); returns its stdout lines.
 async fn kazoo_lines(script: &Path, args: &[&str]) -> Vec<String> {
     let out = tokio::time::timeout(Duration::from_secs(120), kazoo(script, args).output())
@@ -194,7 +168,7 @@ impl Driven {
 async fn kazoo_lock_and_kazoo_layout_mutex_exclude_each_other() {
     const ROUNDS: usize = 40;
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path()) else {
+    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
         return;
     };
     for target in servers().await {
@@ -211,9 +185,9 @@ async fn kazoo_lock_and_kazoo_layout_mutex_exclude_each_other() {
         let lock = KazooLock::new(&s, &path, "zkit");
         for _ in 0..ROUNDS {
             let guard = lock.lock().await.expect("lock");
-            append(&marks, "enter rust\n");
+            append_mark(&marks, "enter rust\n");
             tokio::time::sleep(Duration::from_millis(1)).await;
-            append(&marks, "exit rust\n");
+            append_mark(&marks, "exit rust\n");
             guard.release().await.expect("release");
         }
         foreign_finished(python, "kazoo", target.name).await;
@@ -228,20 +202,10 @@ async fn kazoo_lock_and_kazoo_layout_mutex_exclude_each_other() {
     }
 }
 
-fn append(file: &Path, line: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .expect("open marks");
-    f.write_all(line.as_bytes()).expect("append");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_are_shared_with_kazoo() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path()) else {
+    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
         return;
     };
     for target in servers().await {
@@ -321,7 +285,7 @@ async fn leases_are_shared_with_kazoo() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locking_queue_is_shared_with_kazoo() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path()) else {
+    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
         return;
     };
     for target in servers().await {
@@ -375,7 +339,7 @@ async fn locking_queue_is_shared_with_kazoo() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parties_are_shared_with_kazoo() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path()) else {
+    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
         return;
     };
     for target in servers().await {
@@ -421,7 +385,7 @@ async fn parties_are_shared_with_kazoo() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_partitioner_splits_with_kazoo_and_re_splits_when_zkit_leaves() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path()) else {
+    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
         return;
     };
     let items: Vec<String> = (1..=6).map(|i| format!("q{i}")).collect();

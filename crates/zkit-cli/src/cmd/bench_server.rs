@@ -10,9 +10,6 @@
 //! It measures; it asserts nothing. `zkit-bench compare` (crates/zkit-bench) runs it against
 //! `zkit serve` and Apache ZooKeeper side by side.
 
-use std::fmt::Write as _;
-use std::io::{IsTerminal as _, Write as _};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,63 +19,13 @@ use futures::stream::{FuturesUnordered, StreamExt as _};
 use hdrhistogram::Histogram;
 use zkit_client as zk;
 
+use super::bench_common::{new_histogram, pipelined, record, spawn_progress};
+pub use super::bench_common::{LoadReport, OpMix};
 use super::conn::ConnArgs;
 use super::plot;
 
-/// Highest latency the histograms hold (60 s, in microseconds); longer ones are clamped.
-const MAX_LATENCY_US: u64 = 60_000_000;
 /// Nodes that `get`, `set` and `mixed` pick from.
 const KEY_COUNT: usize = 1000;
-
-/// The operation mix of a load run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpMix {
-    /// Create new persistent nodes (one per request).
-    Create,
-    /// getData on existing nodes.
-    Get,
-    /// setData on existing nodes.
-    Set,
-    /// `read_percent` % getData, the rest setData.
-    Mixed {
-        /// Share of reads, 0–100.
-        read_percent: u8,
-    },
-    /// exists on a missing node: the cheapest request, a round trip through the server.
-    Exists,
-}
-
-impl FromStr for OpMix {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "create" => Ok(OpMix::Create),
-            "get" => Ok(OpMix::Get),
-            "set" => Ok(OpMix::Set),
-            "exists" => Ok(OpMix::Exists),
-            "mixed" => Ok(OpMix::Mixed { read_percent: 90 }),
-            other => match other.strip_prefix("mixed:").map(str::parse::<u8>) {
-                Some(Ok(p)) if p <= 100 => Ok(OpMix::Mixed { read_percent: p }),
-                _ => Err(format!(
-                    "expected create, get, set, exists or mixed:PERCENT_READS, not {other:?}"
-                )),
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for OpMix {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OpMix::Create => f.write_str("create"),
-            OpMix::Get => f.write_str("get"),
-            OpMix::Set => f.write_str("set"),
-            OpMix::Exists => f.write_str("exists"),
-            OpMix::Mixed { read_percent } => write!(f, "mixed:{read_percent}"),
-        }
-    }
-}
 
 /// Arguments of `zkit bench server`.
 #[derive(Debug, clap::Args)]
@@ -146,93 +93,6 @@ pub struct LoadSpec {
     pub label: String,
 }
 
-/// The figures of one load run.
-#[derive(Debug, Clone)]
-pub struct LoadReport {
-    /// Operation mix.
-    pub ops: OpMix,
-    /// Sessions × in flight.
-    pub sessions: usize,
-    /// Requests in flight per session.
-    pub inflight: usize,
-    /// Requests answered successfully.
-    pub completed: u64,
-    /// Requests answered with an error.
-    pub errors: u64,
-    /// Measured wall time.
-    pub elapsed: Duration,
-    /// Successful requests per second.
-    pub ops_per_sec: f64,
-    /// Latency percentiles in microseconds: p50, p99, p99.9, max.
-    pub p50_us: u64,
-    /// 99th percentile.
-    pub p99_us: u64,
-    /// 99.9th percentile.
-    pub p999_us: u64,
-    /// Slowest request.
-    pub max_us: u64,
-    /// The first error seen, if any.
-    pub first_error: Option<String>,
-    /// The percentile distribution, (percentile in %, µs), for plots.
-    pub percentiles: Vec<(f64, u64)>,
-}
-
-impl LoadReport {
-    fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "ops": self.ops.to_string(),
-            "sessions": self.sessions,
-            "inflight": self.inflight,
-            "completed": self.completed,
-            "errors": self.errors,
-            "seconds": self.elapsed.as_secs_f64(),
-            "ops_per_sec": self.ops_per_sec,
-            "latency_us": {
-                "p50": self.p50_us, "p99": self.p99_us, "p99_9": self.p999_us, "max": self.max_us,
-                "percentiles": self.percentiles,
-            },
-            "first_error": self.first_error,
-        })
-    }
-
-    fn line(&self) -> String {
-        let mut s = format!(
-            "{} sessions={} inflight={}: {:.0} ops/s ({} ok, {} errors in {:.1}s); latency \
-             p50 {} p99 {} p99.9 {} max {}",
-            self.ops,
-            self.sessions,
-            self.inflight,
-            self.ops_per_sec,
-            self.completed,
-            self.errors,
-            self.elapsed.as_secs_f64(),
-            ms(self.p50_us),
-            ms(self.p99_us),
-            ms(self.p999_us),
-            ms(self.max_us),
-        );
-        if let Some(e) = &self.first_error {
-            let _ = write!(s, " (first error: {e})");
-        }
-        s
-    }
-}
-
-/// Microseconds as milliseconds with three decimals.
-fn ms(us: u64) -> String {
-    format!("{:.3} ms", us as f64 / 1000.0)
-}
-
-fn new_histogram() -> Histogram<u64> {
-    // 3 significant digits over 1 µs..60 s: the bounds are constants, so this cannot fail.
-    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("constant histogram bounds are valid")
-}
-
-fn record(h: &mut Histogram<u64>, d: Duration) {
-    let us = u64::try_from(d.as_micros()).unwrap_or(MAX_LATENCY_US);
-    h.saturating_record(us.clamp(1, MAX_LATENCY_US));
-}
-
 /// Runs `zkit bench server`.
 pub async fn run(args: BenchServerArgs) -> anyhow::Result<std::process::ExitCode> {
     run_exit_code(args).await.map(super::process_exit)
@@ -273,26 +133,6 @@ async fn run_exit_code(args: BenchServerArgs) -> anyhow::Result<i32> {
 
 async fn connect(conn: &ConnArgs) -> Result<zk::Client> {
     conn.client().await
-}
-
-/// Runs `work(i)` for `i in 0..count` with up to `window` of them in flight.
-async fn pipelined<F, Fut>(count: usize, window: usize, work: F) -> Result<()>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<()>>,
-{
-    let mut next = 0;
-    let mut inflight = FuturesUnordered::new();
-    loop {
-        while next < count && inflight.len() < window {
-            inflight.push(work(next));
-            next += 1;
-        }
-        match inflight.next().await {
-            Some(result) => result?,
-            None => return Ok(()),
-        }
-    }
 }
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -451,28 +291,6 @@ async fn session_loop(
     }
     out.created = seq;
     out
-}
-
-/// Prints `label: N ops, R/s` on stderr every half second while `done` is false; only on a
-/// terminal, so logs and pipes stay clean.
-fn spawn_progress(label: String, count: Arc<AtomicU64>, done: Arc<AtomicBool>) {
-    if !std::io::stderr().is_terminal() {
-        return;
-    }
-    tokio::spawn(async move {
-        let start = Instant::now();
-        while !done.load(Ordering::Relaxed) {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let n = count.load(Ordering::Relaxed);
-            let secs = start.elapsed().as_secs_f64();
-            eprint!(
-                "\r\x1b[K  {label}: {n} ops, {:.0}/s, {secs:.0}s",
-                n as f64 / secs.max(0.001)
-            );
-            let _ = std::io::stderr().flush();
-        }
-        eprint!("\r\x1b[K");
-    });
 }
 
 /// Runs one workload and reports its figures.

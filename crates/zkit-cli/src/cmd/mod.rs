@@ -4,6 +4,7 @@
 
 pub mod acl;
 pub mod admin;
+pub mod bench_common;
 pub mod bench_ledger;
 pub mod bench_lock;
 pub mod bench_proc;

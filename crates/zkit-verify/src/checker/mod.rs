@@ -167,6 +167,21 @@ pub fn self_test() -> (bool, Vec<String>) {
 /// A self-test case: name, checker, history, whether the history is good.
 pub type Example = (&'static str, Box<dyn Checker>, History, bool);
 
+/// Asserts that each of a checker's examples gets its verdict (good passes, bad is caught),
+/// showing the history around the violations of one that does not.
+#[cfg(test)]
+pub(crate) fn assert_examples_behave(examples: Vec<Example>) {
+    for (name, checker, history, good) in examples {
+        let report = checker.check(&history).unwrap();
+        assert_eq!(
+            report.is_valid(),
+            good,
+            "{name}: {}",
+            report.render(&history, 3)
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

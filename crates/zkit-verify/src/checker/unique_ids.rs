@@ -234,14 +234,6 @@ mod tests {
 
     #[test]
     fn examples_behave() {
-        for (name, checker, history, good) in examples() {
-            let report = checker.check(&history).unwrap();
-            assert_eq!(
-                report.is_valid(),
-                good,
-                "{name}: {}",
-                report.render(&history, 3)
-            );
-        }
+        crate::checker::assert_examples_behave(examples());
     }
 }

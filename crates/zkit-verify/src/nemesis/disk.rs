@@ -4,7 +4,6 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
@@ -12,49 +11,7 @@ use futures::FutureExt as _;
 use super::{Fault, Nemesis};
 use crate::Error;
 
-/// A mounted tmpfs, unmounted on drop (lazily if a file is still open).
-#[derive(Debug)]
-pub struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size_mib` at `dir` (created if missing).
-    ///
-    /// # Errors
-    /// [`Error::Setup`] when not root or the mount fails (the message says why).
-    pub fn mount(dir: &Path, size_mib: u64) -> Result<Tmpfs, Error> {
-        std::fs::create_dir_all(dir)?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m"), "tmpfs"])
-            .arg(dir)
-            .output()
-            .map_err(|e| Error::Setup(format!("cannot run mount: {e}")))?;
-        if !out.status.success() {
-            return Err(Error::Setup(format!(
-                "mount -t tmpfs failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(Tmpfs {
-            dir: dir.to_path_buf(),
-        })
-    }
-
-    /// The mount point.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let plain = Command::new("umount").arg(&self.dir).status();
-        if !plain.is_ok_and(|s| s.success()) {
-            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-        }
-    }
-}
+pub use zkit_testkit::Tmpfs;
 
 /// Fills and frees the file system holding the data dir.
 #[derive(Debug)]

@@ -102,7 +102,8 @@ pub async fn foreign_finished(child: tokio::process::Child, what: &str, target: 
     );
 }
 
-fn append_mark(file: &std::path::Path, line: &str) {
+/// Appends `line` to the marks file `file` (created if missing).
+pub fn append_mark(file: &std::path::Path, line: &str) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -135,4 +136,46 @@ pub fn check_no_interleaving(text: &str, foreign: &str) -> (usize, usize) {
         }
     }
     counts
+}
+
+/// Debian's kazoo is installed for Debian's Python; a pyenv `python3` on PATH would not see it.
+pub const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// Writes the kazoo program `source` to `dir/name` and returns its path when kazoo can run here
+/// (Debian's python3-kazoo under [`SYSTEM_PYTHON`]); else prints a SKIP line and returns `None`
+/// (a failure under CI).
+pub fn kazoo_script(dir: &std::path::Path, name: &str, source: &str) -> Option<std::path::PathBuf> {
+    let available = std::path::Path::new(SYSTEM_PYTHON).is_file()
+        && std::path::Path::new("/usr/lib/python3/dist-packages/kazoo").is_dir();
+    if !available {
+        if std::env::var_os("CI").is_some() {
+            panic!("kazoo interop cannot run under CI: python3-kazoo missing");
+        }
+        eprintln!("SKIP kazoo: /usr/bin/python3 with python3-kazoo not found");
+        return None;
+    }
+    let script = dir.join(name);
+    std::fs::write(&script, source).expect("write script");
+    Some(script)
+}
+
+/// The kazoo program `script` with `args`: stdin closed, stdout and stderr piped, killed on drop.
+pub fn kazoo(script: &std::path::Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(SYSTEM_PYTHON);
+    cmd.arg(script)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// A Curator interop test that cannot run here (`why`): a SKIP line, or under CI a failure
+/// naming `test`, so a CI machine without Java or the jars cannot pass it silently.
+pub fn skip_curator(test: &str, why: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("{test} cannot run under CI: {why}");
+    }
+    eprintln!("SKIP curator: {why}");
 }

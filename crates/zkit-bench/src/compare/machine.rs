@@ -1,0 +1,103 @@
+//! The machine under the benchmark: the cost of one fdatasync, CPU, memory, load, Java.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::bench_common::{new_histogram, record};
+
+/// The cost of one durable write on the data-dir disk: p50 of a 128-byte write + fdatasync.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FdatasyncCost {
+    /// Appending (the file grows, so the size must be journaled too).
+    pub(super) append: Duration,
+    /// Writing sequentially into a segment pre-allocated with fallocate(2), as zkit's WAL
+    /// does: the figure the sync-write target uses.
+    pub(super) in_place: Duration,
+}
+
+/// Measures [`FdatasyncCost`] with `samples` writes of each kind in `dir`.
+pub(super) fn fdatasync_cost(dir: &Path, samples: usize) -> Result<FdatasyncCost> {
+    use std::io::{Seek as _, SeekFrom};
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("fdatasync-probe");
+    let record_bytes = [b'x'; 128];
+    let measure = |file: &mut std::fs::File| -> Result<Duration> {
+        let mut h = new_histogram();
+        for _ in 0..samples {
+            let t0 = Instant::now();
+            file.write_all(&record_bytes)?;
+            file.sync_data()?;
+            record(&mut h, t0.elapsed());
+        }
+        Ok(Duration::from_micros(h.value_at_quantile(0.5)))
+    };
+    let mut file = std::fs::File::create(&path)?;
+    let append = measure(&mut file)?;
+    drop(file);
+    std::fs::remove_file(&path)?;
+    let mut file = std::fs::File::create(&path)?;
+    let len = ((samples + 1) * record_bytes.len()) as libc::off_t;
+    {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: fallocate on a file descriptor we own, with a valid range.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+        if rc != 0 {
+            // No fallocate here: zero-fill instead.
+            file.write_all(&vec![0u8; len as usize])?;
+        }
+    }
+    file.sync_all()?;
+    file.seek(SeekFrom::Start(0))?;
+    let in_place = measure(&mut file)?;
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(FdatasyncCost { append, in_place })
+}
+
+pub(super) fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// This machine, for the report.
+pub(super) fn machine_description() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown".to_string(), |m| m.trim().to_string());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kb: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{cpus} CPUs ({model}), {:.1} GiB RAM, Linux {}",
+        mem_kb as f64 / (1024.0 * 1024.0),
+        kernel.trim()
+    )
+}
+
+pub(super) fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+pub(super) fn java_version() -> String {
+    std::process::Command::new("java")
+        .arg("-version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stderr).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
