@@ -20,4 +20,8 @@ pub enum Error {
     /// The configuration is inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The TLS settings cannot be used (unreadable or malformed key material, a policy rustls
+    /// cannot honour); the server does not start rather than serve without them.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
