@@ -436,3 +436,92 @@ async fn protocol_and_cipher_suite_choices_are_honoured() {
     assert!(text.contains("ECDHE-ECDSA-AES256-GCM-SHA384"), "{text}");
     server.stop().await;
 }
+
+/// Apache ZooKeeper with only a TLS port, client certificates required, in `dir`.
+struct TlsZooKeeper {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for TlsZooKeeper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_tls_zookeeper(pki: &Pki, classpath: &str) -> TlsZooKeeper {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let data = pki.path("zk-data");
+    std::fs::create_dir_all(&data).unwrap();
+    let cfg = format!(
+        "tickTime=500\ndataDir={}\nsecureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
+         admin.enableServer=false\n\
+         serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+         ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
+         ssl.trustStore.location={}\nssl.trustStore.type=PEM\nssl.clientAuth=need\n",
+        data.display(),
+        pki.path("server.pem").display(),
+        pki.path("ca.crt").display(),
+    );
+    std::fs::write(pki.path("zoo.cfg"), cfg).unwrap();
+    let log = std::fs::File::create(pki.path("zk.log")).unwrap();
+    let child = Command::new("java")
+        .args([
+            "-Xmx256m",
+            "-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            "-cp",
+            classpath,
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+        ])
+        .arg(pki.path("zoo.cfg"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start java");
+    TlsZooKeeper { child, port }
+}
+
+/// The x509 id zkit gives a certificate is the one Apache gives it (where Apache runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x509_id_is_what_apache_computes() {
+    let (Some(_), Some(classpath)) = (zkit_testkit::apache_zk(), zkit_testkit::curator_classpath())
+    else {
+        eprintln!("SKIP x509_id_is_what_apache_computes: no Apache ZooKeeper (ZKIT_APACHE_ZK)");
+        return;
+    };
+    let pki = Pki::new();
+    let zk = start_tls_zookeeper(&pki, &classpath);
+    let addr = SocketAddr::from(([127, 0, 0, 1], zk.port));
+    // Up once a TLS session works (the JVM takes a few seconds).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let on_apache = loop {
+        match tls_connect(pki.client(Some("alice")), addr).await {
+            Ok(client) => break client,
+            Err(e) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "TLS ZooKeeper not up: {e}; {}",
+                    pki.read("zk.log")
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let apache_ids = x509_ids(&on_apache).await;
+    let server = tls_server(&pki, ClientAuth::Need).await;
+    let on_zkit = tls_connect(pki.client(Some("alice")), server.secure_addr().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(x509_ids(&on_zkit).await, apache_ids);
+    assert_eq!(apache_ids, vec![TRICKY_ID.to_string()]);
+    let bob = tls_connect(pki.client(Some("bob")), addr).await.unwrap();
+    assert_eq!(x509_ids(&bob).await, vec!["CN=bob,O=zkit".to_string()]);
+    server.stop().await;
+    drop(zk);
+}
