@@ -27,7 +27,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, field, info_span, warn, Instrument, Span};
 use zkit_core::{ConnId, Outbound};
-use zkit_proto::frame::{decode_frame, encode_frame, is_four_letter_word};
+use zkit_proto::frame::{decode_frame, encode_frame, is_four_letter_word, FrameError};
 use zkit_proto::op::xid;
 use zkit_proto::{
     ConnectRequest, DecodeError, ErrorCode, Reader, Record, ReplyHeader, Request, RequestHeader,
@@ -243,6 +243,7 @@ async fn run<S: Duplex>(
     let reading = read_loop(
         read_half,
         buf,
+        peer,
         conn,
         shared,
         metrics,
@@ -264,6 +265,7 @@ async fn run<S: Duplex>(
 async fn read_loop(
     mut read: impl AsyncRead + Unpin,
     mut buf: BytesMut,
+    peer: SocketAddr,
     conn: ConnId,
     shared: &Shared,
     metrics: &ConnMetrics,
@@ -276,6 +278,17 @@ async fn read_loop(
         // Every complete frame already buffered.
         loop {
             let (consumed, message) = match decode_frame(&buf, shared.config.max_frame) {
+                Err(FrameError::TooLarge { len, max }) => {
+                    // Once per connection: it is closed now. Apache logs "Len error" and
+                    // "Closing connection to <addr>" at WARN (ServerCnxn,
+                    // checkRequestSizeWhenReceivingMessage).
+                    warn!(
+                        client = %peer,
+                        "Len error {len}: a frame of {len} bytes from {peer} exceeds \
+                         jute.maxbuffer ({max} bytes); closing the connection"
+                    );
+                    return Err("frame too large".into());
+                }
                 Err(err) => return Err(format!("bad frame: {err}")),
                 Ok(None) => break,
                 Ok(Some((consumed, payload))) => {

@@ -136,10 +136,9 @@ impl Server {
                 tls,
             );
             tasks.spawn(accept);
-            info!(addr = %secure_addr.unwrap_or(addr), "zkit server listening for TLS clients");
         }
         tasks.spawn(accept_loop(listener, shared, tasks.clone(), conn_ids, None));
-        info!(%addr, "zkit server listening");
+        log_start(&config);
         Ok(Server {
             addr,
             secure_addr,
@@ -184,6 +183,37 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// The start-up lines: where the data lives, how it is synced, the ports, and the limits (as
+/// Apache's `ZooKeeperServer` logs its tickTime, session bounds and data dirs at start).
+fn log_start(config: &ServerConfig) {
+    let data_dir = match &config.data_dir {
+        Some(dir) => dir.display().to_string(),
+        None => "(in memory: nothing is kept)".to_string(),
+    };
+    let fsync = match (&config.data_dir, config.fsync) {
+        (None, _) => "none (in memory)",
+        (Some(_), crate::config::FsyncMode::Always) => "always (fdatasync before each reply)",
+        (Some(_), crate::config::FsyncMode::Never) => "never (not power-loss safe)",
+    };
+    info!(data_dir = %data_dir, fsync = %fsync, "zkit server storage");
+    let (min, max) = config.session_timeout_bounds_ms();
+    let show = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
+    info!(
+        client = %config.listen,
+        secure = %show(config.secure_listen),
+        admin = %show(config.admin_listen),
+        "zkit server listening"
+    );
+    info!(
+        max_client_cnxns = config.limits.max_client_cnxns,
+        jute_maxbuffer = config.max_frame,
+        tick_time_ms = u64::try_from(config.tick_time.as_millis()).unwrap_or(u64::MAX),
+        min_session_timeout_ms = min,
+        max_session_timeout_ms = max,
+        "zkit server limits"
+    );
 }
 
 /// How often the core's clock advances: half a tick (ZooKeeper's expiry granularity is one
