@@ -61,6 +61,10 @@ pub struct ServeArgs {
     /// config file's `logLevel` takes over on SIGHUP.
     #[arg(long)]
     pub log_level: Option<String>,
+    /// How log lines are written to stderr: `text` (for people) or `json` (one JSON object per
+    /// line: timestamp, level, fields, target, spans; for log collectors).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
     /// dataDir: the write-ahead log and snapshots (created if missing; one server per dir)
     /// [default: data].
     #[arg(long, conflicts_with = "in_memory")]
@@ -110,6 +114,15 @@ pub struct ServeArgs {
     /// authenticated as `x509:<certificate subject>`.
     #[arg(long, value_parser = zkit_server::ClientAuth::parse)]
     pub tls_client_auth: Option<zkit_server::ClientAuth>,
+}
+
+/// The log line format of `zkit serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 fn parse_fsync(text: &str) -> Result<FsyncMode, String> {
@@ -237,13 +250,20 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     let file = read_config(args.config.as_deref())?;
     let (filter, reload) =
         reload::Layer::new(log_filter(args.log_level.as_deref(), file.as_ref())?);
+    let text = (args.log_format == LogFormat::Text).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    });
+    let json = (args.log_format == LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+    });
     tracing_subscriber::registry()
         .with(filter)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        )
+        .with(text)
+        .with(json)
         .init();
     if let Some(cfg) = &file {
         for warning in &cfg.warnings {
