@@ -396,3 +396,19 @@ async fn tls_settings_zkit_cannot_honour_refuse_to_start() {
         refused(&["--config", "zoo.cfg", "--in-memory"], d, needles).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_port_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    make_pki(d);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let tls = ["--tls-cert", "server.pem", "--tls-ca", "ca.crt"];
+    let mut args = vec!["--in-memory", "--port", "0", "--secure-port", &port];
+    args.extend(tls);
+    refused(&args, d, &["the secure client port 127.0.0.1:", &port]).await;
+    let args = ["--in-memory", "--port", "0", "--admin-port", &port];
+    refused(&args, d, &["the admin port 127.0.0.1:", &port, "in use"]).await;
+    drop(taken);
+}

@@ -60,10 +60,16 @@ pub trait AdminHandler: Send + Sync + std::fmt::Debug {
 pub(crate) async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), Error> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|source| Error::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { addr, source })?;
+        .map_err(|source| Error::BindPort {
+            what: "admin port",
+            addr,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| Error::BindPort {
+        what: "admin port",
+        addr,
+        source,
+    })?;
     Ok((listener, bound))
 }
 

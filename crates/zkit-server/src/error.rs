@@ -14,6 +14,17 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// Binding one of the other listening sockets failed: the admin endpoint or the secure
+    /// client port, named so that the message says which port is taken.
+    #[error("cannot listen on the {what} {addr}: {source}")]
+    BindPort {
+        /// Which port: "admin port", "secure client port".
+        what: &'static str,
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The storage failed to recover or persist state.
     #[error("storage: {0}")]
     Storage(#[from] StorageError),

@@ -83,16 +83,13 @@ impl Server {
         let secure = match (config.secure_listen, &config.tls) {
             (Some(asked), Some(tls)) => {
                 let acceptor = tls_acceptor(tls)?;
-                let listener = TcpListener::bind(asked)
-                    .await
-                    .map_err(|source| Error::Bind {
-                        addr: asked,
-                        source,
-                    })?;
-                let bound = listener.local_addr().map_err(|source| Error::Bind {
+                let taken = |source| Error::BindPort {
+                    what: "secure client port",
                     addr: asked,
                     source,
-                })?;
+                };
+                let listener = TcpListener::bind(asked).await.map_err(taken)?;
+                let bound = listener.local_addr().map_err(taken)?;
                 config.secure_listen = Some(bound);
                 Some((listener, acceptor))
             }
