@@ -252,7 +252,10 @@ async fn admin_endpoint_serves_metrics_and_commands() {
         "num_alive_connections 1\n",
         "updatelatency_count 3\n",
     ] {
-        assert!(metrics.contains(line), "/metrics lacks {line:?}:\n{metrics}");
+        assert!(
+            metrics.contains(line),
+            "/metrics lacks {line:?}:\n{metrics}"
+        );
     }
 
     // Every write batch went through one storage flush.
