@@ -141,3 +141,107 @@ async fn a_bad_value_is_refused_with_its_line() {
         "{stderr}"
     );
 }
+
+/// Reads stderr lines until one contains `needle`; every line read, in order.
+async fn lines_until<R: tokio::io::AsyncRead + Unpin>(
+    lines: &mut Lines<R>,
+    needle: &str,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(WAIT, async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            let hit = l.contains(needle);
+            seen.push(l);
+            if hit {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(matches!(found, Ok(true)), "no {needle:?} in {seen:?}");
+    seen
+}
+
+fn start_serve(args: &[&str]) -> tokio::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_zkit"))
+        .args(["serve", "--in-memory", "--port", "0", "--log-level", "info"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_lines_and_an_oversized_request_warning() {
+    let mut child = start_serve(&["--max-client-cnxns", "7", "--tick-time", "500"]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = next_line(&mut stdout).await;
+    let addr = line
+        .strip_prefix("zkit serve listening on ")
+        .unwrap()
+        .to_string();
+    let start = lines_until(&mut stderr, "zkit server limits")
+        .await
+        .join("\n");
+    for field in [
+        "data_dir=(in memory",
+        "fsync=none (in memory)",
+        &format!("client={addr}"),
+        "secure=off",
+        "admin=off",
+        "max_client_cnxns=7",
+        "jute_maxbuffer=1048575",
+        "tick_time_ms=500",
+        "min_session_timeout_ms=1000",
+        "max_session_timeout_ms=10000",
+    ] {
+        assert!(start.contains(field), "no {field:?} in:\n{start}");
+    }
+
+    // A frame longer than jute.maxbuffer: one WARN naming the client, and the connection
+    // closes.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let me = s.local_addr().unwrap().to_string();
+    s.write_all(&0x7fff_0000_i32.to_be_bytes()).await.unwrap();
+    s.write_all(&[0; 64]).await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut rest))
+        .await
+        .expect("closed in time")
+        .ok();
+    let warned = lines_until(&mut stderr, "Len error").await;
+    let line = warned.last().unwrap();
+    assert!(line.contains("WARN") && line.contains(&me), "{line}");
+    assert!(line.contains("jute.maxbuffer (1048575 bytes)"), "{line}");
+    // The server still serves.
+    assert!(four_letter(&addr, "srvr")
+        .await
+        .contains("Mode: standalone"));
+    child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_log_format_writes_one_object_per_line() {
+    let mut child = start_serve(&["--log-format", "json"]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    next_line(&mut stdout).await;
+    let lines = lines_until(&mut stderr, "zkit server limits").await;
+    let objects: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is not JSON: {e}")))
+        .collect();
+    let storage = objects
+        .iter()
+        .find(|o| o["fields"]["message"] == "zkit server storage")
+        .expect("the storage line");
+    assert_eq!(storage["level"], "INFO");
+    assert!(storage["fields"]["data_dir"]
+        .as_str()
+        .is_some_and(|d| d.contains("in memory")));
+    child.kill().await.unwrap();
+}

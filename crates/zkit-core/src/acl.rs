@@ -60,9 +60,40 @@ fn valid_ip(id: &str) -> bool {
 }
 
 /// Whether an authenticated id of this scheme may stand in for the `auth` scheme
-/// (`ServerAuthenticationProvider.isAuthenticated`: digest yes, ip no).
+/// (`ServerAuthenticationProvider.isAuthenticated`: digest and x509 yes, ip no).
 fn is_authenticated_scheme(scheme: &str) -> bool {
-    scheme == "digest"
+    scheme == "digest" || scheme == "x509"
+}
+
+/// `X509AuthenticationProvider.isValid` asks `new X500Principal(id)` to parse the id; this
+/// accepts what that parser accepts for the names clients use: comma-separated
+/// `attribute=value` pairs (escaped commas inside values allowed), or the empty name.
+///
+/// Unlike Apache, which registers the `x509` scheme only when TLS is configured (and so
+/// refuses such ACLs otherwise), zkit always accepts it: on a server without TLS no
+/// connection has an `x509` id, so such an entry grants nothing.
+fn valid_x509(id: &str) -> bool {
+    if id.is_empty() {
+        return true;
+    }
+    let mut rdns = Vec::new();
+    let (mut start, mut escaped) = (0, false);
+    for (i, c) in id.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ',' | ';' | '+' => {
+                rdns.push(&id[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    rdns.push(&id[start..]);
+    rdns.iter().all(|rdn| {
+        rdn.split_once('=')
+            .is_some_and(|(attr, _)| !attr.trim().is_empty())
+    })
 }
 
 /// `fixupACL`: removes duplicates, rejects an empty list, expands `auth` to the connection's
@@ -99,6 +130,7 @@ pub fn fixup(acl: &[Acl], auth_info: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
             }
             ("digest", id) if valid_digest(id) => out.push(a.clone()),
             ("ip", id) if valid_ip(id) => out.push(a.clone()),
+            ("x509", id) if valid_x509(id) => out.push(a.clone()),
             _ => return Err(ErrorCode::InvalidAcl),
         }
     }
@@ -151,8 +183,8 @@ pub fn ip_matches(peer: &str, expr: &str) -> bool {
 /// `ZooKeeperServer.checkACL`: Ok if `auth_info` may do `perm` on a node with `acl`.
 ///
 /// An empty list allows everything; a `super` id bypasses every check; otherwise some entry
-/// granting a bit of `perm` must be `world:anyone` or match an id of the same scheme (digest:
-/// equal ids; ip: CIDR match). Anything else is NoAuth.
+/// granting a bit of `perm` must be `world:anyone` or match an id of the same scheme (digest
+/// and x509: equal ids; ip: CIDR match). Anything else is NoAuth.
 pub fn check(acl: &[Acl], perm: i32, auth_info: &[Id]) -> Result<(), ErrorCode> {
     if acl.is_empty() || auth_info.iter().any(|id| id.scheme == "super") {
         return Ok(());
@@ -166,7 +198,7 @@ pub fn check(acl: &[Acl], perm: i32, auth_info: &[Id]) -> Result<(), ErrorCode> 
             .iter()
             .filter(|id| id.scheme == scheme)
             .any(|id| match scheme {
-                "digest" => id.id == expr,
+                "digest" | "x509" => id.id == expr,
                 "ip" => ip_matches(&id.id, expr),
                 _ => false,
             })
@@ -434,6 +466,41 @@ mod tests {
                 &[id("digest", "1.2.3.4")]
             ),
             Err(ErrorCode::NoAuth)
+        );
+    }
+
+    #[test]
+    fn x509_ids_match_exactly_and_stand_in_for_auth() {
+        let subject = "CN=client,O=Acme\\, Inc.,C=US";
+        let entry = [acl("x509", subject)];
+        assert_eq!(check(&entry, perms::READ, &[id("x509", subject)]), Ok(()));
+        assert_eq!(
+            check(&entry, perms::READ, &[id("x509", "CN=client")]),
+            Err(ErrorCode::NoAuth)
+        );
+        // Another scheme with the same text does not match.
+        assert_eq!(
+            check(&entry, perms::READ, &[id("digest", subject)]),
+            Err(ErrorCode::NoAuth)
+        );
+        assert_eq!(fixup(&entry, &[]), Ok(entry.to_vec()));
+        assert_eq!(fixup(&[acl("x509", "")], &[]).map(|l| l.len()), Ok(1));
+        assert_eq!(
+            fixup(&[acl("x509", "not a name")], &[]),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[acl("x509", "CN=a,junk")], &[]),
+            Err(ErrorCode::InvalidAcl)
+        );
+        // `auth` expands to the connection's x509 id (isAuthenticated is true), not its ip.
+        let ids = [id("ip", "127.0.0.1"), id("x509", subject)];
+        assert_eq!(
+            fixup(&[acl("auth", "")], &ids),
+            Ok(vec![Acl {
+                perms: perms::ALL,
+                id: id("x509", subject),
+            }])
         );
     }
 

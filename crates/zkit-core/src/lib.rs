@@ -90,6 +90,9 @@ pub struct Config {
     /// `zookeeper.DigestAuthenticationProvider.superDigest`: a digest id (`user:base64hash`,
     /// see [`acl::digest_id`]); a connection authenticating as it bypasses every ACL.
     pub super_digest: Option<String>,
+    /// `X509AuthenticationProvider.superUser`: the `x509` id (a client certificate's subject,
+    /// as the shell reports it) that bypasses every ACL, as `super` does.
+    pub x509_super_user: Option<String>,
     /// Seed of the data tree's path hash (foldhash). The core is deterministic for a given
     /// seed, so tests and replays can fix it; a server draws it at random, as it draws session
     /// passwords, so that clients cannot choose paths that collide in the index (with a seed
@@ -107,6 +110,7 @@ impl Default for Config {
             container_check_interval_ms: 60_000,
             server_id: 0,
             super_digest: None,
+            x509_super_user: None,
             hash_seed: 0,
         }
     }

@@ -327,6 +327,7 @@ fn core_config() -> Config {
         container_check_interval_ms: 60_000,
         server_id: 0,
         super_digest: None,
+        x509_super_user: None,
         hash_seed: 0,
     }
 }

@@ -60,10 +60,16 @@ pub trait AdminHandler: Send + Sync + std::fmt::Debug {
 pub(crate) async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), Error> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|source| Error::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { addr, source })?;
+        .map_err(|source| Error::BindPort {
+            what: "admin port",
+            addr,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| Error::BindPort {
+        what: "admin port",
+        addr,
+        source,
+    })?;
     Ok((listener, bound))
 }
 
@@ -135,13 +141,13 @@ async fn handle_own(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Ful
     }
     let path = req.uri().path().trim_end_matches('/');
     match path {
-        "/metrics" => match gauges(&shared).await {
-            Some(g) => respond(
-                StatusCode::OK,
-                "text/plain; version=0.0.4",
-                shared.metrics.prometheus(&g),
-            ),
-            None => unavailable(),
+        "/metrics" => match (gauges(&shared).await, core_stats(&shared).await) {
+            (Some(g), Some(stats)) => {
+                let mut text = shared.metrics.prometheus(&g);
+                apache_prometheus(&mut text, &views::monitor(&shared, &stats));
+                respond(StatusCode::OK, "text/plain; version=0.0.4", text)
+            }
+            _ => unavailable(),
         },
         "/commands" | "" => {
             let names: Vec<Value> = COMMANDS.iter().map(|(n, _)| json!(n)).collect();
@@ -195,6 +201,67 @@ fn primary(name: &str) -> Option<&'static str> {
         .iter()
         .find(|(n, aliases)| *n == name || aliases.contains(&name))
         .map(|(n, _)| *n)
+}
+
+/// The gauges Apache's `ZooKeeperServer.registerMetrics` registers, under the names its
+/// Prometheus provider exports, so ZooKeeper's published Grafana dashboards read zkit as they
+/// read Apache. (Of Apache's list, zkit does not measure the client response sizes and
+/// `auth_failed_count`; a standalone server has no `quorum_size`.)
+const APACHE_GAUGES: [&str; 20] = [
+    "avg_latency",
+    "max_latency",
+    "min_latency",
+    "packets_received",
+    "packets_sent",
+    "num_alive_connections",
+    "outstanding_requests",
+    "uptime",
+    "znode_count",
+    "watch_count",
+    "ephemerals_count",
+    "approximate_data_size",
+    "global_sessions",
+    "local_sessions",
+    "open_file_descriptor_count",
+    "max_file_descriptor_count",
+    "connection_drop_probability",
+    "outstanding_tls_handshake",
+    "non_mtls_remote_conn_count",
+    "non_mtls_local_conn_count",
+];
+
+/// `ServerMetrics` summaries zkit measures (`FSYNC_TIME`, `READ_LATENCY`, `UPDATE_LATENCY`):
+/// Prometheus summaries with `_count` and `_sum` (zkit keeps no quantiles for them).
+const APACHE_SUMMARIES: [&str; 3] = ["fsynctime", "readlatency", "updatelatency"];
+
+/// Appends the Apache-named metrics, from the same values `mntr` prints.
+fn apache_prometheus(out: &mut String, monitor: &[(&'static str, MonitorValue)]) {
+    use std::fmt::Write as _;
+    let value = |key: &str| {
+        monitor
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| match v {
+                MonitorValue::Int(i) => Some(i.to_string()),
+                MonitorValue::Float(f) => Some(f.to_string()),
+                MonitorValue::Text(_) => None,
+            })
+    };
+    for name in APACHE_GAUGES {
+        if let Some(v) = value(name) {
+            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {v}");
+        }
+    }
+    for name in APACHE_SUMMARIES {
+        if let (Some(count), Some(sum)) =
+            (value(&format!("cnt_{name}")), value(&format!("sum_{name}")))
+        {
+            let _ = writeln!(
+                out,
+                "# TYPE {name} summary\n{name}_count {count}\n{name}_sum {sum}"
+            );
+        }
+    }
 }
 
 async fn gauges(shared: &Shared) -> Option<CoreGauges> {

@@ -21,6 +21,12 @@ use zkit_proto::frame::{DEFAULT_MAX_FRAME, FOUR_LETTER_WORDS};
 pub struct ServerConfig {
     /// Address to listen on; port 0 picks a free port (see [`crate::Server::addr`]).
     pub listen: SocketAddr,
+    /// `secureClientPort` / `secureClientPortAddress`: where TLS clients connect, beside the
+    /// plain port; needs [`ServerConfig::tls`] (and the `tls` feature). Port 0 picks a free
+    /// port (see [`crate::Server::secure_addr`]). `None` (the default): no TLS port.
+    pub secure_listen: Option<SocketAddr>,
+    /// The key material and policy of the TLS port (`ssl.*`).
+    pub tls: Option<crate::tls::TlsConfig>,
     /// `tickTime`: the unit of session timeouts and the expiry granularity (default 2 s).
     pub tick_time: Duration,
     /// `minSessionTimeout`; `None` = 2 × tick_time.
@@ -62,12 +68,17 @@ pub struct ServerConfig {
     /// Start even if the WAL is corrupt before its tail, cutting it there (`--truncate-corrupt`);
     /// by default the server refuses to start and names the file and offset.
     pub truncate_corrupt: bool,
+    /// `X509AuthenticationProvider.superUser`: the subject of the client certificate (as
+    /// its `x509` id reads) that bypasses every ACL, as `super` does. `None`: no such user.
+    pub x509_super_user: Option<String>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 2181)),
+            secure_listen: None,
+            tls: None,
             tick_time: Duration::from_millis(2000),
             min_session_timeout: None,
             max_session_timeout: None,
@@ -84,6 +95,7 @@ impl Default for ServerConfig {
             fsync: FsyncMode::Always,
             snap_count: crate::storage::snapshotter::DEFAULT_SNAP_COUNT,
             truncate_corrupt: false,
+            x509_super_user: None,
         }
     }
 }
@@ -130,6 +142,7 @@ impl ServerConfig {
             container_check_interval_ms: millis(self.container_check_interval),
             server_id: 0,
             super_digest: self.super_digest.clone(),
+            x509_super_user: self.x509_super_user.clone(),
             hash_seed: rand::random(),
         }
     }
@@ -164,6 +177,30 @@ impl ServerConfig {
             return Err(crate::error::Error::Config(format!(
                 "minimum session timeout {min} ms exceeds maximum {max} ms"
             )));
+        }
+        match (&self.secure_listen, &self.tls) {
+            (Some(_), None) => {
+                return Err(crate::error::Error::Config(
+                    "a secure client port needs TLS key material (ssl.keyStore.location, or \
+                     --tls-cert and --tls-key)"
+                        .into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(crate::error::Error::Config(
+                    "TLS settings are given but no secure client port (secureClientPort, \
+                     --secure-port) to serve them on"
+                        .into(),
+                ))
+            }
+            (Some(_), Some(_)) if !cfg!(feature = "tls") => {
+                return Err(crate::error::Error::Tls(
+                    "this build of zkit-server has no TLS (the `tls` feature); refusing to \
+                     start without the secure client port"
+                        .into(),
+                ))
+            }
+            _ => {}
         }
         if self.max_frame < 8 {
             return Err(crate::error::Error::Config(

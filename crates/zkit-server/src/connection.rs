@@ -7,6 +7,9 @@
 //! connection the first four bytes may be a four-letter word instead of a length: it is
 //! answered and the connection closed (see `four_letter`).
 //!
+//! On the secure client port the same happens inside TLS (`serve_tls`): the handshake comes
+//! first, and a verified client certificate gives the connection its `x509` identity.
+//!
 //! Anything malformed — a negative or oversized length, a handshake or request header that does
 //! not decode, a closed socket — ends this connection only. A body that does not decode (or an
 //! unknown op code) is answered with ZooKeeper's error code instead, as Apache does.
@@ -17,14 +20,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, field, info_span, warn, Instrument, Span};
 use zkit_core::{ConnId, Outbound};
-use zkit_proto::frame::{decode_frame, encode_frame, is_four_letter_word};
+use zkit_proto::frame::{decode_frame, encode_frame, is_four_letter_word, FrameError};
 use zkit_proto::op::xid;
 use zkit_proto::{
     ConnectRequest, DecodeError, ErrorCode, Reader, Record, ReplyHeader, Request, RequestHeader,
@@ -44,17 +47,11 @@ const WRITE_CHUNK: usize = 256 * 1024;
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
     let span = info_span!("conn", conn, %peer, session = field::Empty);
     async move {
-        let max = shared.config.limits.max_client_cnxns;
-        let Some(_slot) = shared.conn_counts.admit(peer.ip(), max) else {
-            // Apache's NIOServerCnxnFactory closes such a socket before reading anything.
-            warn!("Too many connections from {} - max is {max}", peer.ip());
-            shared.metrics.refused_connections.fetch_add(1, Relaxed);
+        let Some(_slot) = admit(&stream, peer, &shared) else {
             return;
         };
-        // Latency matters more than packet count for this protocol (pings, small replies).
-        let _ = stream.set_nodelay(true);
         let metrics = shared.metrics.add_connection(conn, peer);
-        run(stream, peer, conn, &shared, &metrics).await;
+        run(stream, peer, conn, &shared, &metrics, None).await;
         shared.metrics.remove_connection(conn);
         debug!("connection closed");
     }
@@ -62,12 +59,107 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, sha
     .await
 }
 
-async fn run(
-    mut stream: TcpStream,
+/// Serves one connection of the secure client port: the TLS handshake first (bounded by the
+/// handshake timeout, as the ZooKeeper handshake is), then as [`serve`]. A client that does
+/// not complete the handshake — a plaintext client, a certificate that does not verify —
+/// is closed; nobody else notices (Apache's `NettyServerCnxnFactory.CertificateVerifier`
+/// closes it too).
+#[cfg(feature = "tls")]
+pub(crate) async fn serve_tls(
+    stream: TcpStream,
+    peer: SocketAddr,
+    conn: ConnId,
+    shared: Arc<Shared>,
+    acceptor: tokio_rustls::TlsAcceptor,
+) {
+    let span = info_span!("conn", conn, %peer, tls = true, session = field::Empty);
+    async move {
+        let Some(_slot) = admit(&stream, peer, &shared) else {
+            return;
+        };
+        let handshake = tokio::select! {
+            () = shared.shutdown.cancelled() => return,
+            done = tokio::time::timeout(shared.config.sessionless_timeout, acceptor.accept(stream)) => done,
+        };
+        let stream = match handshake {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(err)) => {
+                shared.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
+                warn!(%err, "TLS handshake failed; closing the connection");
+                return;
+            }
+            Err(_) => {
+                shared.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
+                warn!("no TLS handshake in time; closing the connection");
+                return;
+            }
+        };
+        let subject = crate::tls::peer_subject(stream.get_ref().1);
+        if let Some(subject) = &subject {
+            debug!(%subject, "authenticated by client certificate (x509)");
+        }
+        let metrics = shared.metrics.add_connection(conn, peer);
+        run(stream, peer, conn, &shared, &metrics, subject).await;
+        shared.metrics.remove_connection(conn);
+        debug!("connection closed");
+    }
+    .instrument(span)
+    .await
+}
+
+/// Counts the connection against its IP's `maxClientCnxns`, or refuses it; sets TCP_NODELAY.
+fn admit(
+    stream: &TcpStream,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> Option<crate::limits::ConnectionSlot> {
+    let max = shared.config.limits.max_client_cnxns;
+    let Some(slot) = shared.conn_counts.admit(peer.ip(), max) else {
+        // Apache's NIOServerCnxnFactory closes such a socket before reading anything.
+        warn!("Too many connections from {} - max is {max}", peer.ip());
+        shared.metrics.refused_connections.fetch_add(1, Relaxed);
+        return None;
+    };
+    // Latency matters more than packet count for this protocol (pings, small replies).
+    let _ = stream.set_nodelay(true);
+    Some(slot)
+}
+
+/// A connection's byte stream, cut into a read half and a write half for the reader and
+/// writer tasks.
+pub(crate) trait Duplex: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// The read half.
+    type Read: AsyncRead + Unpin + Send + 'static;
+    /// The write half.
+    type Write: AsyncWrite + Unpin + Send + 'static;
+    /// Splits the stream.
+    fn split(self) -> (Self::Read, Self::Write);
+}
+
+impl Duplex for TcpStream {
+    type Read = OwnedReadHalf;
+    type Write = OwnedWriteHalf;
+    fn split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        self.into_split()
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Duplex for tokio_rustls::server::TlsStream<TcpStream> {
+    type Read = tokio::io::ReadHalf<Self>;
+    type Write = tokio::io::WriteHalf<Self>;
+    fn split(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
+async fn run<S: Duplex>(
+    mut stream: S,
     peer: SocketAddr,
     conn: ConnId,
     shared: &Arc<Shared>,
     metrics: &Arc<ConnMetrics>,
+    x509: Option<String>,
 ) {
     let mut buf = BytesMut::with_capacity(4096);
     // A connection gets this long to complete its handshake; idle ones do not pile up.
@@ -113,7 +205,7 @@ async fn run(
         return;
     }
 
-    let (read_half, write_half) = stream.into_split();
+    let (read_half, write_half) = stream.split();
     // The pipeline never waits on one slow client (that would stall everyone, like a blocked
     // ZooKeeper commit processor): a client whose queue passes the bound is closed instead.
     let (out_tx, out_rx) = outbox(shared.config.limits.max_outbound_bytes.max(1));
@@ -122,6 +214,7 @@ async fn run(
         .send(ToCore::Open {
             conn,
             peer: peer.ip(),
+            x509,
             outbound: out_tx,
         })
         .await
@@ -150,6 +243,7 @@ async fn run(
     let reading = read_loop(
         read_half,
         buf,
+        peer,
         conn,
         shared,
         metrics,
@@ -169,8 +263,9 @@ async fn run(
 /// Reads frames until the peer closes, a frame is malformed, or `closing` fires.
 #[allow(clippy::too_many_arguments)]
 async fn read_loop(
-    mut read: OwnedReadHalf,
+    mut read: impl AsyncRead + Unpin,
     mut buf: BytesMut,
+    peer: SocketAddr,
     conn: ConnId,
     shared: &Shared,
     metrics: &ConnMetrics,
@@ -183,6 +278,17 @@ async fn read_loop(
         // Every complete frame already buffered.
         loop {
             let (consumed, message) = match decode_frame(&buf, shared.config.max_frame) {
+                Err(FrameError::TooLarge { len, max }) => {
+                    // Once per connection: it is closed now. Apache logs "Len error" and
+                    // "Closing connection to <addr>" at WARN (ServerCnxn,
+                    // checkRequestSizeWhenReceivingMessage).
+                    warn!(
+                        client = %peer,
+                        "Len error {len}: a frame of {len} bytes from {peer} exceeds \
+                         jute.maxbuffer ({max} bytes); closing the connection"
+                    );
+                    return Err("frame too large".into());
+                }
                 Err(err) => return Err(format!("bad frame: {err}")),
                 Ok(None) => break,
                 Ok(Some((consumed, payload))) => {
@@ -283,7 +389,7 @@ fn decode_request(conn: ConnId, payload: &[u8]) -> Result<ToCore, String> {
 /// Writes the pipeline's messages in order until it closes the outbox or sends a close; stops
 /// at once, writing nothing more, when the outbox overflowed.
 async fn write_loop(
-    mut write: OwnedWriteHalf,
+    mut write: impl AsyncWrite + Unpin,
     outbox: Arc<Outbox>,
     closing: CancellationToken,
     server: Arc<Metrics>,

@@ -17,6 +17,9 @@
 //! - [`config`]: [`ServerConfig`] (listen address, tickTime, session bounds, extended types,
 //!   container check interval, frame limit, four-letter-word whitelist).
 //! - [`server`]: [`Server`]: binds, accepts, and stops gracefully.
+//! - [`tls`]: [`TlsConfig`] for the secure client port (`secureClientPort`, PEM keys as
+//!   Apache's PEM key store reads them, client certificates); the rustls acceptor (feature
+//!   `tls`). `x509_name`: a client certificate's subject as Apache's `x509` id.
 //! - `pipeline`: the one task that owns the `Core` — like ZooKeeper's request-processor pipeline,
 //!   everything that changes state goes through it, in order. It drains every queued request
 //!   before taking `ready()` (so writes share one storage flush: group commit), persists the txns
@@ -63,7 +66,10 @@ pub mod server;
 mod shared;
 pub mod storage;
 pub mod testing;
+pub mod tls;
 mod to_core;
+#[cfg(feature = "tls")]
+mod x509_name;
 pub mod zoo_cfg;
 
 pub use admin_http::{AdminBody, AdminHandler};
@@ -71,3 +77,4 @@ pub use config::{FourLetterWhitelist, FsyncMode, ServerConfig};
 pub use error::Error;
 pub use limits::Limits;
 pub use server::Server;
+pub use tls::{ClientAuth, TlsConfig, TlsVersion};

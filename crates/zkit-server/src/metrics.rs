@@ -34,6 +34,9 @@ pub(crate) struct Metrics {
     fsync: Mutex<Histogram>,
     /// Connections refused by `maxClientCnxns`.
     pub refused_connections: AtomicU64,
+    /// Connections of the secure port closed because their TLS handshake failed or did not
+    /// finish in time (Apache's `unsuccessful_handshake`).
+    pub tls_handshake_failures: AtomicU64,
     /// Connections closed because their outbound queue passed `max_outbound_bytes` (a client
     /// that does not read its socket).
     pub outbound_overflows: AtomicU64,
@@ -237,6 +240,7 @@ impl Metrics {
             per_op: Mutex::new(BTreeMap::new()),
             fsync: Mutex::new(Histogram::default()),
             refused_connections: AtomicU64::new(0),
+            tls_handshake_failures: AtomicU64::new(0),
             outbound_overflows: AtomicU64::new(0),
             trace_mask: AtomicI64::new(DEFAULT_TRACE_MASK),
         }
@@ -330,6 +334,12 @@ impl Metrics {
             "counter",
             "Connections refused by maxClientCnxns.",
             self.refused_connections.load(Relaxed).to_string(),
+        );
+        gauge(
+            "zkit_tls_handshake_failures_total",
+            "counter",
+            "Connections of the secure client port whose TLS handshake failed.",
+            self.tls_handshake_failures.load(Relaxed).to_string(),
         );
         gauge(
             "zkit_outbound_overflow_closes_total",

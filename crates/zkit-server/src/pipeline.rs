@@ -189,10 +189,15 @@ impl Pipeline {
             ToCore::Open {
                 conn,
                 peer,
+                x509,
                 outbound,
             } => {
-                // The connection's `ip:<addr>` identity (whoAmI, ip ACLs).
+                // The connection's `ip:<addr>` identity (whoAmI, ip ACLs), and its `x509`
+                // one when it presented a client certificate.
                 self.core.set_peer_ip(conn, peer.to_string());
+                if let Some(subject) = x509 {
+                    self.core.set_x509_identity(conn, subject);
+                }
                 self.conns.insert(conn, outbound);
             }
             ToCore::Connect { conn, request } => {

@@ -1,6 +1,7 @@
 //! [`Server`]: binds the listener, starts the pipeline and the accept loop, and stops them.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ const PIPELINE_QUEUE: usize = 8192;
 #[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
+    secure_addr: Option<SocketAddr>,
     config: ServerConfig,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -76,6 +78,24 @@ impl Server {
         })?;
         let mut config = config;
         config.listen = addr;
+        // The TLS port: its key material is read (and refused if unusable) before anything
+        // is served, so a bad key never leaves a plaintext-only server running.
+        let secure = match (config.secure_listen, &config.tls) {
+            (Some(asked), Some(tls)) => {
+                let acceptor = tls_acceptor(tls)?;
+                let taken = |source| Error::BindPort {
+                    what: "secure client port",
+                    addr: asked,
+                    source,
+                };
+                let listener = TcpListener::bind(asked).await.map_err(taken)?;
+                let bound = listener.local_addr().map_err(taken)?;
+                config.secure_listen = Some(bound);
+                Some((listener, acceptor))
+            }
+            _ => None,
+        };
+        let secure_addr = config.secure_listen;
         // The HTTP admin endpoint (optional); its bound address replaces the asked-for one.
         let admin = match config.admin_listen {
             Some(asked) => {
@@ -102,10 +122,23 @@ impl Server {
         if let Some(listener) = admin {
             tasks.spawn(crate::admin_http::serve(listener, shared.clone()));
         }
-        tasks.spawn(accept_loop(listener, shared, tasks.clone()));
-        info!(%addr, "zkit server listening");
+        let conn_ids = Arc::new(AtomicU64::new(1));
+        if let Some((listener, acceptor)) = secure {
+            let tls = Some(acceptor);
+            let accept = accept_loop(
+                listener,
+                shared.clone(),
+                tasks.clone(),
+                conn_ids.clone(),
+                tls,
+            );
+            tasks.spawn(accept);
+        }
+        tasks.spawn(accept_loop(listener, shared, tasks.clone(), conn_ids, None));
+        log_start(&config);
         Ok(Server {
             addr,
+            secure_addr,
             config,
             shutdown,
             tasks,
@@ -115,6 +148,11 @@ impl Server {
     /// The address clients connect to (the real port when the config asked for port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address TLS clients connect to (`secureClientPort`), if one is configured.
+    pub fn secure_addr(&self) -> Option<SocketAddr> {
+        self.secure_addr
     }
 
     /// The configuration in force (with the bound address in `listen`).
@@ -144,6 +182,37 @@ impl Drop for Server {
     }
 }
 
+/// The start-up lines: where the data lives, how it is synced, the ports, and the limits (as
+/// Apache's `ZooKeeperServer` logs its tickTime, session bounds and data dirs at start).
+fn log_start(config: &ServerConfig) {
+    let data_dir = match &config.data_dir {
+        Some(dir) => dir.display().to_string(),
+        None => "(in memory: nothing is kept)".to_string(),
+    };
+    let fsync = match (&config.data_dir, config.fsync) {
+        (None, _) => "none (in memory)",
+        (Some(_), crate::config::FsyncMode::Always) => "always (fdatasync before each reply)",
+        (Some(_), crate::config::FsyncMode::Never) => "never (not power-loss safe)",
+    };
+    info!(data_dir = %data_dir, fsync = %fsync, "zkit server storage");
+    let (min, max) = config.session_timeout_bounds_ms();
+    let show = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
+    info!(
+        client = %config.listen,
+        secure = %show(config.secure_listen),
+        admin = %show(config.admin_listen),
+        "zkit server listening"
+    );
+    info!(
+        max_client_cnxns = config.limits.max_client_cnxns,
+        jute_maxbuffer = config.max_frame,
+        tick_time_ms = u64::try_from(config.tick_time.as_millis()).unwrap_or(u64::MAX),
+        min_session_timeout_ms = min,
+        max_session_timeout_ms = max,
+        "zkit server limits"
+    );
+}
+
 /// How often the core's clock advances: half a tick (ZooKeeper's expiry granularity is one
 /// tick), finer when the reaper interval is shorter, never below 10 ms.
 fn tick_interval(config: &ServerConfig) -> Duration {
@@ -152,8 +221,32 @@ fn tick_interval(config: &ServerConfig) -> Duration {
         .max(Duration::from_millis(10))
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTracker) {
-    let mut next_conn: ConnId = 1;
+#[cfg(feature = "tls")]
+type TlsAcceptor = tokio_rustls::TlsAcceptor;
+/// Without the `tls` feature there is no acceptor (and `ServerConfig::validate` refuses a
+/// secure port).
+#[cfg(not(feature = "tls"))]
+type TlsAcceptor = std::convert::Infallible;
+
+#[cfg(feature = "tls")]
+fn tls_acceptor(tls: &crate::tls::TlsConfig) -> Result<TlsAcceptor, Error> {
+    crate::tls::acceptor(tls)
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_acceptor(_: &crate::tls::TlsConfig) -> Result<TlsAcceptor, Error> {
+    Err(Error::Tls("built without the `tls` feature".into()))
+}
+
+/// Accepts connections on one port (plain, or TLS with `tls`); connection ids come from
+/// `conn_ids`, shared by both ports.
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tasks: TaskTracker,
+    conn_ids: Arc<AtomicU64>,
+    tls: Option<TlsAcceptor>,
+) {
     loop {
         let accepted = tokio::select! {
             () = shared.shutdown.cancelled() => break,
@@ -161,9 +254,25 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTrac
         };
         match accepted {
             Ok((stream, peer)) => {
-                let conn = next_conn;
-                next_conn += 1;
-                tasks.spawn(connection::serve(stream, peer, conn, shared.clone()));
+                let conn: ConnId = conn_ids.fetch_add(1, Ordering::Relaxed);
+                match &tls {
+                    None => {
+                        tasks.spawn(connection::serve(stream, peer, conn, shared.clone()));
+                    }
+                    #[cfg(feature = "tls")]
+                    Some(acceptor) => {
+                        let serve = connection::serve_tls(
+                            stream,
+                            peer,
+                            conn,
+                            shared.clone(),
+                            acceptor.clone(),
+                        );
+                        tasks.spawn(serve);
+                    }
+                    #[cfg(not(feature = "tls"))]
+                    Some(never) => match *never {},
+                }
             }
             Err(err) => {
                 // Out of file descriptors and the like: back off instead of spinning.

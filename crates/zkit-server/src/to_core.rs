@@ -16,6 +16,8 @@ pub(crate) enum ToCore {
     Open {
         conn: ConnId,
         peer: std::net::IpAddr,
+        /// The subject of a verified TLS client certificate: the `x509` identity.
+        x509: Option<String>,
         outbound: OutboxSender,
     },
     /// The handshake.

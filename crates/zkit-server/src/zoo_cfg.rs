@@ -10,11 +10,19 @@
 //! re-read on SIGHUP by `zkit serve`). Any other key is kept as a warning, not an error,
 //! so an existing ensemble's file loads; a value that does not parse is an error naming the line.
 //!
-//! Security settings never fail open: a key that asks for TLS, SASL, an authentication provider
-//! or enforced authentication (`secureClientPort`, `ssl.*`, `authProvider.*`, `sasl*`,
-//! `quorum.auth.*`, `enforce.auth.*`, ...) is an error naming it, because zkit does not
-//! implement it and would otherwise serve in plaintext, unauthenticated. Only the explicit off
-//! state of a switch (`sslQuorum=false`, `enforce.auth.enabled=false`, ...) is accepted.
+//! TLS for clients is read as Apache 3.8 reads it: `secureClientPort`,
+//! `secureClientPortAddress`, `ssl.keyStore.location` (PEM: key and chain in one file),
+//! `ssl.keyStore.type`/`.password`, `ssl.trustStore.location`/`.type`, `ssl.clientAuth`,
+//! `ssl.protocol`, `ssl.enabledProtocols`, `ssl.ciphersuites`, `ssl.hostnameVerification`,
+//! `ssl.authProvider=x509`, and `X509AuthenticationProvider.superUser`.
+//!
+//! Security settings never fail open: a key that asks for something zkit does not implement
+//! (JKS/PKCS12 stores, TLS below 1.2, revocation checks, SASL, Kerberos, an
+//! `authProvider.N` other than the built-in digest/ip/x509, enforced authentication,
+//! `portUnification`, ...) is an error naming it, because zkit would otherwise serve without
+//! it. Only the explicit off state of a switch (`ssl.crl=false`, `enforce.auth.enabled=false`,
+//! ...) is accepted. The quorum TLS keys (`sslQuorum`, `ssl.quorum.*`) are ignored with a
+//! warning, as a standalone Apache server ignores them: there are no quorum connections.
 //! Pure: the caller reads the file and prints the warnings.
 
 use std::collections::BTreeMap;
@@ -23,6 +31,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::{FourLetterWhitelist, FsyncMode, ServerConfig};
+use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
 
 /// A parsed configuration file.
 #[derive(Debug, Clone)]
@@ -60,12 +69,23 @@ fn err(line: usize, message: impl Into<String>) -> ZooCfgError {
     }
 }
 
-/// Keys of a clustered or Java-specific setup: accepted with a warning.
-const IGNORED_PREFIXES: [&str; 4] = ["server.", "group.", "weight.", "quorum."];
+/// Keys of a clustered or Java-specific setup: accepted with a warning. `ssl.quorum.*` and
+/// `sslQuorum` protect connections between ensemble members, which a standalone server does
+/// not have; Apache's standalone `ZooKeeperServerMain` ignores them too (only `QuorumPeer`
+/// builds a `QuorumX509Util`).
+const IGNORED_PREFIXES: [&str; 6] = [
+    "server.",
+    "group.",
+    "weight.",
+    "ssl.quorum.",
+    "sslQuorum",
+    "quorum.",
+];
 
 /// Switches whose explicit off state (`false`/`no`) is harmless: nothing is asked for.
-const SECURITY_SWITCHES: [&str; 8] = [
-    "sslQuorum",
+const SECURITY_SWITCHES: [&str; 9] = [
+    "ssl.crl",
+    "ssl.ocsp",
     "portUnification",
     "client.secure",
     "quorum.auth.enableSasl",
@@ -75,19 +95,39 @@ const SECURITY_SWITCHES: [&str; 8] = [
     "sessionRequireClientSASLAuth",
 ];
 
+/// The authentication providers built into zkit (`authProvider.N=<class>` naming one of
+/// them asks for nothing zkit lacks).
+const BUILT_IN_PROVIDERS: [&str; 3] = [
+    "org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
+    "org.apache.zookeeper.server.auth.IPAuthenticationProvider",
+    "org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+];
+
 /// Why `key=value` asks for a security feature that zkit does not implement, if it does.
+/// (The `ssl.*` keys zkit implements are matched before this is asked.)
 fn unsupported_security(key: &str, value: &str) -> Option<&'static str> {
     let off = matches!(value.to_ascii_lowercase().as_str(), "false" | "no");
     if off && SECURITY_SWITCHES.contains(&key) {
         return None;
     }
     let lower = key.to_ascii_lowercase();
-    if key == "secureClientPort" || key == "secureClientPortAddress" || key == "client.secure" {
-        Some("TLS client connections")
-    } else if lower.starts_with("ssl.") || key == "sslQuorum" || key == "portUnification" {
-        Some("TLS")
+    if lower.starts_with("ssl.quorum.") {
+        return None; // quorum TLS: ignored, as by a standalone Apache server
+    }
+    if key == "client.secure" {
+        Some("TLS from a server's configuration (client.secure is a client setting)")
+    } else if key == "portUnification" {
+        Some("TLS and plaintext on one port (use secureClientPort beside clientPort)")
+    } else if lower == "ssl.crl" || lower == "ssl.ocsp" {
+        Some("certificate revocation checks")
+    } else if lower.starts_with("ssl.") {
+        Some("this TLS setting")
     } else if lower.starts_with("authprovider.") {
-        Some("pluggable authentication providers")
+        if BUILT_IN_PROVIDERS.contains(&value) {
+            None
+        } else {
+            Some("pluggable authentication providers other than digest, ip and x509")
+        }
     } else if lower.starts_with("sasl")
         || lower.starts_with("quorum.auth.")
         || key == "sessionRequireClientSASLAuth"
@@ -198,6 +238,9 @@ impl ZooCfg {
         let mut admin_port: Option<u16> = None;
         let mut admin_host: Option<IpAddr> = None;
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut secure_port: Option<(usize, u16)> = None;
+        let mut secure_host: Option<(usize, IpAddr)> = None;
+        let mut ssl = SslKeys::default();
         for (line, key, value) in entries {
             if let Some(first) = seen.insert(key.clone(), line) {
                 cfg.warnings.push(format!(
@@ -285,16 +328,23 @@ impl ZooCfg {
                 "admin.enableServer" => admin_enabled = boolean(line, &key, v)?,
                 "admin.serverPort" => admin_port = Some(num(line, &key, v)?),
                 "admin.serverAddress" => admin_host = Some(ip(line, &key, v)?),
+                "secureClientPort" => secure_port = Some((line, num(line, &key, v)?)),
+                "secureClientPortAddress" => secure_host = Some((line, ip(line, &key, v)?)),
+                "X509AuthenticationProvider.superUser" => {
+                    cfg.server.x509_super_user = Some(v.to_string());
+                }
+                k if k.starts_with("ssl.") && !k.starts_with("ssl.quorum.") => {
+                    if let Some(what) = ssl.read(line, k, v)? {
+                        cfg.warnings.push(format!("line {line}: {k} {what}"));
+                    }
+                }
                 other if unsupported_security(other, v).is_some() => {
                     let what = unsupported_security(other, v).unwrap_or("this setting");
-                    return Err(err(
-                        line,
-                        format!(
-                            "{other}: zkit does not implement {what}; refusing to start rather \
-                             than serve without it (remove the key to run without it)"
-                        ),
-                    ));
+                    return Err(refusal(line, other, what));
                 }
+                other if other.to_ascii_lowercase().starts_with("authprovider.") => cfg
+                    .warnings
+                    .push(format!("line {line}: {other}: built in (nothing to load)")),
                 other if IGNORED_PREFIXES.iter().any(|p| other.starts_with(p)) => cfg
                     .warnings
                     .push(format!("line {line}: {other} ignored (standalone server)")),
@@ -306,6 +356,30 @@ impl ZooCfg {
         let listen = cfg.server.listen;
         cfg.server.listen =
             SocketAddr::new(host.unwrap_or(listen.ip()), port.unwrap_or(listen.port()));
+        // The TLS port. Apache binds it to every interface unless secureClientPortAddress
+        // says otherwise; zkit binds it where the plain port is (127.0.0.1 by default).
+        match secure_port {
+            Some((line, port)) => {
+                let host = secure_host.map_or(cfg.server.listen.ip(), |(_, h)| h);
+                cfg.server.secure_listen = Some(SocketAddr::new(host, port));
+                cfg.server.tls = Some(ssl.into_config(line)?);
+            }
+            None if ssl.any() => {
+                return Err(err(
+                    ssl.first_line,
+                    "ssl.* settings without secureClientPort: zkit serves TLS only on the \
+                     secure client port; set secureClientPort (or remove the ssl.* keys)",
+                ))
+            }
+            None if secure_host.is_some() => {
+                let line = secure_host.map_or(0, |(l, _)| l);
+                return Err(err(
+                    line,
+                    "secureClientPortAddress without secureClientPort: no TLS port to place",
+                ));
+            }
+            None => {}
+        }
         // Unlike ZooKeeper (whose AdminServer defaults to 0.0.0.0:8080), the admin endpoint is
         // off unless a port is configured: no surprise listener on a well-known port.
         if admin_enabled {
@@ -332,6 +406,144 @@ impl ZooCfg {
         }
         Ok(cfg)
     }
+}
+
+/// The client-TLS `ssl.*` keys as read, before they become a [`TlsConfig`].
+#[derive(Debug, Default)]
+struct SslKeys {
+    /// The line of the first ssl.* key, for errors about the set as a whole.
+    first_line: usize,
+    key_store: Option<(usize, PathBuf)>,
+    key_store_password: Option<String>,
+    trust_store: Option<PathBuf>,
+    client_auth: Option<ClientAuth>,
+    protocol: Option<TlsVersion>,
+    enabled_protocols: Option<Vec<TlsVersion>>,
+    cipher_suites: Vec<String>,
+    seen: bool,
+}
+
+/// `ssl.keyStore.type` / `ssl.trustStore.type`, or the type Apache infers from the file name
+/// when it is absent (`KeyStoreFileType.fromFilename`): only PEM is read.
+fn store_type(line: usize, key: &str, v: &str) -> Result<(), ZooCfgError> {
+    match v.to_ascii_uppercase().as_str() {
+        "PEM" | "" => Ok(()),
+        kind @ ("JKS" | "PKCS12" | "BCFKS") => Err(err(
+            line,
+            format!(
+                "{key}: zkit reads PEM key and trust stores only, not {kind}; convert it (e.g. \
+                 `openssl pkcs12 -in store.p12 -nodes -out store.pem`, or keytool to PKCS12 \
+                 first) and set {key}=PEM"
+            ),
+        )),
+        other => Err(err(line, format!("{key}: unknown store type {other:?}"))),
+    }
+}
+
+impl SslKeys {
+    /// Reads one `ssl.*` key; `Ok(Some(note))` for a key accepted with no effect.
+    fn read(
+        &mut self,
+        line: usize,
+        key: &str,
+        v: &str,
+    ) -> Result<Option<&'static str>, ZooCfgError> {
+        match key {
+            "ssl.keyStore.location" => self.key_store = Some((line, path(line, key, v)?)),
+            "ssl.keyStore.password" | "ssl.keyStore.passwordPath" => {
+                self.key_store_password = Some(v.to_string());
+            }
+            "ssl.trustStore.location" => self.trust_store = Some(path(line, key, v)?),
+            "ssl.keyStore.type" | "ssl.trustStore.type" => store_type(line, key, v)?,
+            // A PEM trust store holds certificates only: there is nothing to unlock.
+            "ssl.trustStore.password" | "ssl.trustStore.passwordPath" => {
+                return Ok(Some("ignored (a PEM trust store has no password)"))
+            }
+            "ssl.clientAuth" => {
+                self.client_auth =
+                    Some(ClientAuth::parse(v).map_err(|m| err(line, format!("{key}: {m}")))?);
+            }
+            "ssl.protocol" => {
+                self.protocol =
+                    Some(TlsVersion::parse(v).map_err(|m| err(line, format!("{key}: {m}")))?);
+            }
+            "ssl.enabledProtocols" => {
+                let versions = v
+                    .split(',')
+                    .filter(|p| !p.trim().is_empty())
+                    .map(TlsVersion::parse)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|m| err(line, format!("{key}: {m}")))?;
+                self.enabled_protocols = Some(versions);
+            }
+            "ssl.ciphersuites" => {
+                self.cipher_suites = v
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            }
+            // On the server, Apache checks no client host names (ClientX509Util's
+            // shouldVerifyClientHostname is false): both values leave nothing undone.
+            "ssl.hostnameVerification" | "ssl.allowReverseDnsLookup" => {
+                boolean(line, key, v)?;
+                return Ok(Some(
+                    "has no effect on a server (client host names are not checked, as in Apache)",
+                ));
+            }
+            "ssl.handshakeDetectionTimeoutMillis" => {
+                num::<u64>(line, key, v)?;
+                return Ok(Some("ignored (it applies to portUnification only)"));
+            }
+            "ssl.authProvider" if v == "x509" => {}
+            _ => match unsupported_security(key, v) {
+                Some(what) => return Err(refusal(line, key, what)),
+                None => return Ok(Some("is off (nothing asked for)")),
+            },
+        }
+        if !self.seen {
+            self.seen = true;
+            self.first_line = line;
+        }
+        Ok(None)
+    }
+
+    fn any(&self) -> bool {
+        self.seen
+    }
+
+    /// The TLS settings of a secure port declared at `line`.
+    fn into_config(self, line: usize) -> Result<TlsConfig, ZooCfgError> {
+        let Some((_, key_store)) = self.key_store else {
+            return Err(err(
+                line,
+                "secureClientPort needs ssl.keyStore.location (a PEM file with the private key \
+                 and the certificate chain)",
+            ));
+        };
+        let mut tls = TlsConfig::new(key_store.clone(), key_store, self.trust_store);
+        tls.key_password = self.key_store_password;
+        // Apache's default is need; its absence asks for client certificates.
+        tls.client_auth = self.client_auth.unwrap_or(ClientAuth::Need);
+        tls.versions = match (self.enabled_protocols, self.protocol) {
+            (Some(list), _) => list,
+            (None, Some(one)) => vec![one],
+            (None, None) => Vec::new(),
+        };
+        tls.cipher_suites = self.cipher_suites;
+        Ok(tls)
+    }
+}
+
+fn refusal(line: usize, key: &str, what: &str) -> ZooCfgError {
+    err(
+        line,
+        format!(
+            "{key}: zkit does not implement {what}; refusing to start rather than serve \
+             without it (remove the key to run without it)"
+        ),
+    )
 }
 
 fn num<T: std::str::FromStr>(line: usize, key: &str, v: &str) -> Result<T, ZooCfgError> {
@@ -453,24 +665,35 @@ admin.serverPort=8081
     #[test]
     fn security_settings_never_fail_open() {
         for (text, what) in [
-            ("secureClientPort=2281", "TLS client connections"),
+            ("secureClientPort=2281", "needs ssl.keyStore.location"),
             (
                 "secureClientPortAddress=127.0.0.1",
-                "TLS client connections",
+                "without secureClientPort",
             ),
-            ("client.secure=true", "TLS client connections"),
-            ("ssl.keyStore.location=/k.pem", "TLS"),
-            ("ssl.quorum.trustStore.location=/t.pem", "TLS"),
-            ("sslQuorum=true", "TLS"),
+            ("client.secure=true", "client setting"),
+            ("ssl.keyStore.location=/k.pem", "without secureClientPort"),
+            ("ssl.keyStore.type=JKS", "PEM key and trust stores only"),
+            (
+                "ssl.trustStore.type=PKCS12",
+                "PEM key and trust stores only",
+            ),
+            ("ssl.protocol=TLSv1.1", "not supported"),
+            ("ssl.enabledProtocols=TLSv1.2,TLSv1", "not supported"),
+            ("ssl.clientAuth=maybe", "expected none, want or need"),
+            ("ssl.crl=true", "revocation"),
+            ("ssl.ocsp=true", "revocation"),
+            ("ssl.context.supplier.class=com.example.Ctx", "TLS setting"),
+            ("ssl.authProvider=custom", "TLS setting"),
+            ("ssl.sasl.whatever=1", "TLS setting"),
+            ("portUnification=true", "one port"),
             (
                 "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
-                "authentication providers",
+                "other than digest, ip and x509",
             ),
-            (
-                "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
-                "authentication providers",
-            ),
+            ("authProvider.k=com.example.Kerberos", "other than digest"),
             ("quorum.auth.enableSasl=true", "SASL"),
+            ("quorum.auth.kerberos.servicePrincipal=zk/host", "SASL"),
+            ("saslMechanism=GSSAPI", "SASL"),
             ("sessionRequireClientSASLAuth=true", "SASL"),
             (
                 "enforce.auth.enabled=true",
@@ -488,22 +711,76 @@ admin.serverPort=8081
             let e = ZooCfg::parse_properties(&format!("tickTime=500\n{text}\n")).expect_err(text);
             let key = text.split('=').next().unwrap_or_default();
             assert_eq!(e.line, 2, "{text}: {e}");
-            assert!(e.message.starts_with(key), "{text}: {e}");
             assert!(e.message.contains(what), "{text}: {e}");
+            if !what.contains("without secureClientPort") && !what.contains("needs") {
+                assert!(e.message.starts_with(key), "{text}: {e}");
+            }
             // The TOML form refuses the same keys.
             let (k, v) = text.split_once('=').unwrap_or_default();
             let toml = format!("\"{k}\" = \"{v}\"\n");
             assert!(ZooCfg::parse_toml(&toml).is_err(), "{toml}");
         }
-        // The explicit off state of a switch asks for nothing.
+        // The explicit off state of a switch asks for nothing; built-in providers and the
+        // quorum TLS keys (no quorum in a standalone server) are accepted with a warning.
         for text in [
-            "sslQuorum=false",
             "enforce.auth.enabled=false",
             "client.secure=no",
+            "ssl.crl=false",
+            "sslQuorum=true",
+            "ssl.quorum.keyStore.location=/q.pem",
+            "authProvider.1=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+            "authProvider.2=org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
         ] {
             let cfg = ZooCfg::parse_properties(text).expect(text);
             assert_eq!(cfg.warnings.len(), 1, "{text}: {:?}", cfg.warnings);
+            assert!(cfg.server.tls.is_none(), "{text}");
         }
+    }
+
+    #[test]
+    fn tls_keys_as_apache_reads_them() {
+        let text = "\
+clientPort=2181
+secureClientPort=2281
+ssl.keyStore.location=/etc/zk/server.pem
+ssl.keyStore.type=PEM
+ssl.keyStore.password=secret
+ssl.trustStore.location=/etc/zk/ca.pem
+ssl.trustStore.type=PEM
+ssl.clientAuth=want
+ssl.enabledProtocols=TLSv1.3,TLSv1.2
+ssl.ciphersuites=TLS_AES_128_GCM_SHA256
+ssl.hostnameVerification=false
+X509AuthenticationProvider.superUser=CN=admin
+";
+        let cfg = ZooCfg::parse_properties(text).unwrap();
+        let s = &cfg.server;
+        assert_eq!(s.listen, "127.0.0.1:2181".parse().unwrap());
+        assert_eq!(s.secure_listen, Some("127.0.0.1:2281".parse().unwrap()));
+        let tls = s.tls.as_ref().unwrap();
+        assert_eq!(tls.cert_chain, PathBuf::from("/etc/zk/server.pem"));
+        assert_eq!(tls.key, tls.cert_chain);
+        assert_eq!(tls.key_password.as_deref(), Some("secret"));
+        assert_eq!(tls.trust, Some(PathBuf::from("/etc/zk/ca.pem")));
+        assert_eq!(tls.client_auth, ClientAuth::Want);
+        assert_eq!(tls.versions, vec![TlsVersion::Tls13, TlsVersion::Tls12]);
+        assert_eq!(tls.cipher_suites, vec!["TLS_AES_128_GCM_SHA256"]);
+        assert_eq!(s.x509_super_user.as_deref(), Some("CN=admin"));
+        assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+        // Apache's defaults: client certificates needed; one protocol from ssl.protocol.
+        let cfg = ZooCfg::parse_properties(
+            "secureClientPort=0\nsecureClientPortAddress=127.0.0.2\n\
+             ssl.keyStore.location=/k.pem\nssl.protocol=TLSv1.2\n",
+        )
+        .unwrap();
+        let tls = cfg.server.tls.as_ref().unwrap();
+        assert_eq!(tls.client_auth, ClientAuth::Need);
+        assert_eq!(tls.trust, None);
+        assert_eq!(tls.versions, vec![TlsVersion::Tls12]);
+        assert_eq!(
+            cfg.server.secure_listen,
+            Some("127.0.0.2:0".parse().unwrap())
+        );
     }
 
     #[test]

@@ -208,6 +208,56 @@ async fn admin_endpoint_serves_metrics_and_commands() {
         );
     }
 
+    // Apache 3.8's Prometheus names and types (ZooKeeperServer.registerMetrics' gauges,
+    // ServerMetrics' fsynctime/readlatency/updatelatency summaries), as ZooKeeper's Grafana
+    // dashboards query them. Not measured by zkit, so absent: last/min/max_client_response_size,
+    // auth_failed_count, the per-namespace quota gauge sets; quorum_size (standalone).
+    let types: std::collections::BTreeMap<&str, &str> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .collect();
+    let apache_3_8 = [
+        ("avg_latency", "gauge"),
+        ("max_latency", "gauge"),
+        ("min_latency", "gauge"),
+        ("packets_received", "gauge"),
+        ("packets_sent", "gauge"),
+        ("num_alive_connections", "gauge"),
+        ("outstanding_requests", "gauge"),
+        ("uptime", "gauge"),
+        ("znode_count", "gauge"),
+        ("watch_count", "gauge"),
+        ("ephemerals_count", "gauge"),
+        ("approximate_data_size", "gauge"),
+        ("global_sessions", "gauge"),
+        ("local_sessions", "gauge"),
+        ("open_file_descriptor_count", "gauge"),
+        ("max_file_descriptor_count", "gauge"),
+        ("connection_drop_probability", "gauge"),
+        ("outstanding_tls_handshake", "gauge"),
+        ("non_mtls_remote_conn_count", "gauge"),
+        ("non_mtls_local_conn_count", "gauge"),
+        ("fsynctime", "summary"),
+        ("readlatency", "summary"),
+        ("updatelatency", "summary"),
+    ];
+    for (name, kind) in apache_3_8 {
+        assert_eq!(types.get(name), Some(&kind), "{name} in:\n{metrics}");
+    }
+    for line in [
+        "znode_count 8\n",
+        "watch_count 1\n",
+        "global_sessions 1\n",
+        "num_alive_connections 1\n",
+        "updatelatency_count 3\n",
+    ] {
+        assert!(
+            metrics.contains(line),
+            "/metrics lacks {line:?}:\n{metrics}"
+        );
+    }
+
     // Every write batch went through one storage flush.
     assert!(
         !metrics.contains("zkit_fsync_latency_seconds_count 0\n"),

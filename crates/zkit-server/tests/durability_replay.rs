@@ -28,6 +28,7 @@ fn config() -> Config {
         container_check_interval_ms: 1000,
         server_id: 0,
         super_digest: None,
+        x509_super_user: None,
         hash_seed: 0,
     }
 }

@@ -281,6 +281,7 @@ async fn a_snapshot_ahead_of_the_log_recovers_and_the_log_continues_after_it() {
         container_check_interval_ms: 1000,
         server_id: 0,
         super_digest: None,
+        x509_super_user: None,
         hash_seed: 0,
     };
     let now = 1_700_000_000_000_i64;

@@ -16,7 +16,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{reload, EnvFilter};
 use zkit_server::zoo_cfg::ZooCfg;
-use zkit_server::{FourLetterWhitelist, FsyncMode, Server, ServerConfig};
+use zkit_server::{FourLetterWhitelist, FsyncMode, Server, ServerConfig, TlsConfig};
 
 /// Options of `zkit serve` (ZooKeeper's `zoo.cfg` settings of the same meaning). Settings come
 /// from ZooKeeper's defaults, then `--config FILE`, then these flags (a flag given wins).
@@ -61,6 +61,10 @@ pub struct ServeArgs {
     /// config file's `logLevel` takes over on SIGHUP.
     #[arg(long)]
     pub log_level: Option<String>,
+    /// How log lines are written to stderr: `text` (for people) or `json` (one JSON object per
+    /// line: timestamp, level, fields, target, spans; for log collectors).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
     /// dataDir: the write-ahead log and snapshots (created if missing; one server per dir)
     /// [default: data].
     #[arg(long, conflicts_with = "in_memory")]
@@ -90,6 +94,35 @@ pub struct ServeArgs {
     /// into --data-dir, which must be new or empty; then serve it.
     #[arg(long, value_name = "DIR", conflicts_with = "in_memory")]
     pub import_apache: Option<PathBuf>,
+    /// secureClientPort: also serve TLS clients on this port (same address as the client
+    /// port; 0 picks a free port); needs --tls-cert (or ssl.keyStore.location in --config).
+    #[arg(long)]
+    pub secure_port: Option<u16>,
+    /// The server's PEM certificate chain, leaf first; the file may hold the private key too,
+    /// as Apache's PEM key store (ssl.keyStore.location) does.
+    #[arg(long, value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// The server's PEM private key (PKCS#8, PKCS#1 or SEC1; not encrypted) [default: the
+    /// --tls-cert file].
+    #[arg(long, value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// ssl.trustStore.location: PEM bundle of the CAs that sign client certificates.
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// ssl.clientAuth: `need` a verified client certificate, `want` one (served without if
+    /// absent), or `none` [default: need with --tls-ca, none without]. A verified client is
+    /// authenticated as `x509:<certificate subject>`.
+    #[arg(long, value_parser = zkit_server::ClientAuth::parse)]
+    pub tls_client_auth: Option<zkit_server::ClientAuth>,
+}
+
+/// The log line format of `zkit serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 fn parse_fsync(text: &str) -> Result<FsyncMode, String> {
@@ -111,8 +144,48 @@ fn read_config(path: Option<&Path>) -> Result<Option<ZooCfg>> {
     Ok(Some(cfg))
 }
 
+/// The TLS flags over the file's `ssl.*` settings, if any.
+fn apply_tls_flags(args: &ServeArgs, c: &mut ServerConfig) -> Result<()> {
+    if let Some(p) = args.secure_port {
+        let host = args
+            .host
+            .or(c.secure_listen.map(|a| a.ip()))
+            .unwrap_or(c.listen.ip());
+        c.secure_listen = Some(SocketAddr::new(host, p));
+    }
+    let flags_given = args.tls_cert.is_some()
+        || args.tls_key.is_some()
+        || args.tls_ca.is_some()
+        || args.tls_client_auth.is_some();
+    if !flags_given {
+        return Ok(());
+    }
+    let mut tls = match (c.tls.take(), &args.tls_cert) {
+        (_, Some(cert)) => {
+            let key = args.tls_key.clone().unwrap_or_else(|| cert.clone());
+            TlsConfig::new(cert.clone(), key, args.tls_ca.clone())
+        }
+        (Some(from_file), None) => from_file,
+        (None, None) => anyhow::bail!(
+            "--tls-key, --tls-ca and --tls-client-auth need --tls-cert (or \
+             ssl.keyStore.location in --config)"
+        ),
+    };
+    if let Some(key) = &args.tls_key {
+        tls.key = key.clone();
+    }
+    if let Some(ca) = &args.tls_ca {
+        tls.trust = Some(ca.clone());
+    }
+    if let Some(auth) = args.tls_client_auth {
+        tls.client_auth = auth;
+    }
+    c.tls = Some(tls);
+    Ok(())
+}
+
 /// ZooKeeper's defaults, then the file, then the flags given.
-fn server_config(args: &ServeArgs, file: Option<ZooCfg>) -> ServerConfig {
+fn server_config(args: &ServeArgs, file: Option<ZooCfg>) -> Result<ServerConfig> {
     let mut c = match file {
         Some(cfg) => cfg.server,
         None => ServerConfig::default(),
@@ -155,7 +228,8 @@ fn server_config(args: &ServeArgs, file: Option<ZooCfg>) -> ServerConfig {
         c.snap_count = n;
     }
     c.truncate_corrupt |= args.truncate_corrupt;
-    c
+    apply_tls_flags(args, &mut c)?;
+    Ok(c)
 }
 
 /// The log filter: `--log-level`, else the file's `logLevel`, else RUST_LOG, else info.
@@ -176,13 +250,20 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     let file = read_config(args.config.as_deref())?;
     let (filter, reload) =
         reload::Layer::new(log_filter(args.log_level.as_deref(), file.as_ref())?);
+    let text = (args.log_format == LogFormat::Text).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    });
+    let json = (args.log_format == LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+    });
     tracing_subscriber::registry()
         .with(filter)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        )
+        .with(text)
+        .with(json)
         .init();
     if let Some(cfg) = &file {
         for warning in &cfg.warnings {
@@ -190,7 +271,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         }
     }
 
-    let mut config = server_config(&args, file);
+    let mut config = server_config(&args, file)?;
     if let Some(apache) = args.import_apache.clone() {
         let for_import = config.clone();
         let report = tokio::task::spawn_blocking(move || {
@@ -222,6 +303,9 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         .context("cannot start the server")?;
     // On stdout, alone on its line, so scripts and tests can read the real port.
     println!("zkit serve listening on {}", server.addr());
+    if let Some(secure) = server.secure_addr() {
+        println!("zkit serve listening for TLS clients on {secure}");
+    }
     if let Some(admin) = server.config().admin_listen {
         println!("zkit serve admin endpoint on http://{admin}/");
         if let Some(mount) = dashboard {

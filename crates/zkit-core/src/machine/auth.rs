@@ -31,8 +31,10 @@ impl Core {
 
     /// An auth packet (xid -4): `digest` adds `digest:user:hash` (and `super` when it is the
     /// configured super digest); `ip` succeeds when the shell gave the peer address, which is
-    /// an identity of the connection anyway; any other scheme fails the connection
-    /// (AuthFailed, then close).
+    /// an identity of the connection anyway; `x509` succeeds when the connection presented a
+    /// client certificate (`X509AuthenticationProvider.handleAuthentication` checks the
+    /// connection's chain, which gives the id it already has); any other scheme fails the
+    /// connection (AuthFailed, then close).
     pub(super) fn auth(&mut self, conn: ConnId, xid: i32, p: AuthPacket) {
         let id = match p.scheme.as_str() {
             "digest" => Some(Id {
@@ -47,6 +49,10 @@ impl Core {
                     scheme: "ip".into(),
                     id: ip,
                 }),
+            "x509" => self
+                .conns
+                .get(&conn)
+                .and_then(|c| c.auth.iter().find(|id| id.scheme == "x509").cloned()),
             _ => None,
         };
         // Apache answers auth with zxid 0, outside the pipeline.

@@ -122,6 +122,25 @@ impl Core {
         self.conns.entry(conn).or_default().peer_ip = Some(ip);
     }
 
+    /// Tells the core that `conn` presented a verified TLS client certificate whose subject
+    /// is `subject` (the X.500 name as `X509AuthenticationProvider.getClientId` writes it):
+    /// the connection is authenticated as `x509:<subject>`, and also as `super` when that is
+    /// the configured `x509_super_user`, as Apache's provider does when the handshake ends.
+    pub fn set_x509_identity(&mut self, conn: ConnId, subject: String) {
+        let is_super = self.config.x509_super_user.as_ref() == Some(&subject);
+        let c = self.conns.entry(conn).or_default();
+        if is_super && !c.auth.contains(&crate::acl::super_id()) {
+            c.auth.push(crate::acl::super_id());
+        }
+        let id = zkit_proto::Id {
+            scheme: "x509".into(),
+            id: subject,
+        };
+        if !c.auth.contains(&id) {
+            c.auth.push(id);
+        }
+    }
+
     fn min_timeout(&self) -> i32 {
         self.config
             .min_session_timeout_ms

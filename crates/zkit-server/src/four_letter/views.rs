@@ -271,8 +271,8 @@ fn int(v: impl TryInto<i64>) -> MonitorValue {
 
 /// `mntr` (and admin `monitor`): ZooKeeper 3.8's key names without the `zk_` prefix, for
 /// everything zkit measures. Constants are listed only where they are true of zkit by
-/// construction: it has no local sessions, no TLS, no x509 client certificates and no
-/// connection throttling. Apache's keys zkit does not measure (response sizes, auth failures,
+/// construction: it has no local sessions and no connection throttling (the TLS counters
+/// `outstanding_tls_handshake` and `non_mtls_*_conn_count` are not measured yet and read 0). Apache's keys zkit does not measure (response sizes, auth failures,
 /// bytes received, request-processor queue summaries, ...) are left out rather than faked.
 pub(crate) fn monitor(shared: &Shared, stats: &Stats) -> Vec<(&'static str, MonitorValue)> {
     let m = &shared.metrics;
