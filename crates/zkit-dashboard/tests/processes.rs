@@ -68,7 +68,7 @@ async fn dump_dom_of_zkit_serve_shows_root_child_lock_and_sessions() {
     let lock = zkit_testkit::unique_path("dump-dom-lock");
     let _locker = ChildGuard::spawn(
         zkit_command()
-            .args(["lock", "-s", &addr, &lock, "--", "sleep", "120"])
+            .args(["lock", "--server", &addr, &lock, "--", "sleep", "120"])
             .stdout(Stdio::null())
             .stderr(Stdio::null()),
     )
@@ -173,7 +173,7 @@ async fn zkit_ui_process_shows_another_servers_lock() {
     let lock = zkit_testkit::unique_path("ui-lock");
     let _locker = ChildGuard::spawn(
         zkit_command()
-            .args(["lock", "-s", &addr, &lock, "--", "sleep", "120"])
+            .args(["lock", "--server", &addr, &lock, "--", "sleep", "120"])
             .stdout(Stdio::null())
             .stderr(Stdio::null()),
     )

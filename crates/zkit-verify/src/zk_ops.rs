@@ -46,6 +46,7 @@ pub struct SessionProbe {
     id: i64,
     info: zk::SessionInfo,
     watcher: zk::StateWatcher,
+    client: zk::Client,
 }
 
 impl std::fmt::Debug for SessionProbe {
@@ -58,6 +59,18 @@ impl SessionProbe {
     /// The session id.
     pub fn id(&self) -> i64 {
         self.id
+    }
+
+    /// When the server must have expired the session if the client has not been heard from
+    /// since: the send time of the last request a server answered, plus `timeout` and `grace`.
+    /// A probe that reconnects to the session earlier would itself keep it alive (the session
+    /// layer gives up at its validity deadline, before the server's expiry).
+    pub fn server_deadline(&self, timeout: Duration, grace: Duration) -> tokio::time::Instant {
+        let last = self
+            .client
+            .last_acknowledged_send()
+            .unwrap_or_else(tokio::time::Instant::now);
+        last + timeout + grace
     }
 }
 
@@ -116,6 +129,7 @@ impl Zk {
             id: client.session_id().0,
             info: client.session().clone(),
             watcher: client.state_watcher(),
+            client: client.clone(),
         }
     }
 

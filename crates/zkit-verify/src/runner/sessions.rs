@@ -74,10 +74,17 @@ pub(super) async fn session_client(
                     // really expired it; only a server's "expired" is an observed expiry.
                     let (zk2, rec2, stop2) = (zk.clone(), rec.clone(), shared.stop.clone());
                     let (direct, t) = (shared.direct.clone(), shared.config.session_timeout);
+                    let grace = shared.config.grace();
                     let probe = zk.probe_current();
                     tokio::spawn(async move {
                         tokio::select! {
                             () = zk2.until_given_up(&probe) => {}
+                            () = stop2.cancelled() => return,
+                        }
+                        // Not before the server must have expired it: an earlier reconnect
+                        // would itself keep the session alive.
+                        tokio::select! {
+                            () = tokio::time::sleep_until(probe.server_deadline(t, grace)) => {}
                             () = stop2.cancelled() => return,
                         }
                         if let Ok(true) = Zk::server_says_expired(&direct, &probe, t).await {
