@@ -266,6 +266,27 @@ where
     }
 }
 
+/// Lifts the soft open-files limit to the hard one: 10,000 idle sessions are 10,000 sockets.
+pub fn raise_fd_limit() {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit only read/write the struct we pass.
+        #[allow(unsafe_code)]
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+                && limit.rlim_cur < limit.rlim_max
+            {
+                limit.rlim_cur = limit.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

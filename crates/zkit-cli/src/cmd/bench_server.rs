@@ -19,7 +19,7 @@ use futures::stream::{FuturesUnordered, StreamExt as _};
 use hdrhistogram::Histogram;
 use zkit_client as zk;
 
-use super::bench_common::{new_histogram, pipelined, record, spawn_progress};
+use super::bench_common::{new_histogram, pipelined, raise_fd_limit, record, spawn_progress};
 pub use super::bench_common::{LoadReport, OpMix};
 use super::conn::ConnArgs;
 use super::plot;
@@ -425,27 +425,6 @@ async fn cleanup(client: &zk::Client, dir: &str, keys: &[String], created: &[u64
     match client.delete(dir, None).await {
         Ok(()) | Err(zk::Error::NoNode) => Ok(()),
         Err(e) => Err(e).with_context(|| format!("deleting {dir}")),
-    }
-}
-
-/// Lifts the soft open-files limit to the hard one: 10,000 idle sessions are 10,000 sockets.
-fn raise_fd_limit() {
-    #[cfg(unix)]
-    {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit/setrlimit only read/write the struct we pass.
-        #[allow(unsafe_code)]
-        unsafe {
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
-                && limit.rlim_cur < limit.rlim_max
-            {
-                limit.rlim_cur = limit.rlim_max;
-                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-            }
-        }
     }
 }
 
