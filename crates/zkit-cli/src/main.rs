@@ -34,6 +34,9 @@ enum Command {
     /// Four-letter-word shortcuts: srvr, mntr, ruok.
     #[command(flatten)]
     Admin(cmd::admin::AdminCommand),
+    /// An interactive shell with zkCli's commands (ls, get, set, create, delete, addWatch, …),
+    /// line editing, history and tab completion; reads commands line by line when piped.
+    Shell(cmd::shell::ShellArgs),
     /// Read or replace a node's ACL.
     #[command(subcommand)]
     Acl(cmd::acl::AclCommand),
@@ -138,6 +141,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Node(command) => cmd::node::run(command).await,
         Command::Demo(args) => cmd::demo::run(args).await,
         Command::Admin(command) => cmd::admin::run(command).await,
+        Command::Shell(args) => cmd::shell::run(args).await,
         Command::Acl(command) => cmd::acl::run_acl(command).await,
         Command::Export(args) => cmd::export::run(args).await,
         Command::Import(args) => cmd::import::run(args).await,
