@@ -95,6 +95,9 @@ struct BookieCli {
     command: Option<BookieCommand>,
     #[command(flatten)]
     run: Option<cmd::bookie::BookieArgs>,
+    /// ZooKeeper, for running a bookie (`ls` takes its own).
+    #[command(flatten)]
+    conn: cmd::conn::ConnArgs,
 }
 
 /// `zkit bookie …` subcommands.
@@ -155,10 +158,12 @@ async fn run(cli: Cli) -> ExitCode {
             ..
         }) => cmd::ledger::bookie_ls(&common).await,
         Command::Bookie(BookieCli {
-            run: Some(args), ..
-        }) => cmd::bookie::run(args).await,
+            run: Some(args),
+            conn,
+            ..
+        }) => cmd::bookie::run(args, conn).await,
         Command::Bookie(BookieCli { .. }) => Err(anyhow::anyhow!(
-            "zkit bookie needs --port, --data-dir and --server (or a subcommand: ls)"
+            "zkit bookie needs --port and --data-dir (or a subcommand: ls)"
         )),
         Command::Ledger(command) => cmd::ledger::run(command).await,
         Command::Ui(args) => cmd::ui::run(args).await,
