@@ -36,6 +36,10 @@ enum Command {
     Admin(cmd::admin::AdminCommand),
     /// An interactive shell with zkCli's commands (ls, get, set, create, delete, addWatch, …),
     /// line editing, history and tab completion; reads commands line by line when piped.
+    ///
+    /// `help` in the shell lists the commands. The history file is $ZKIT_SHELL_HISTORY, else
+    /// $XDG_DATA_HOME/zkit/shell_history (~/.local/share/zkit/shell_history), 1000 lines at
+    /// most. Piped, the exit status is the last command's (0 if it succeeded or there was none).
     Shell(cmd::shell::ShellArgs),
     /// Read or replace a node's ACL.
     #[command(subcommand)]
