@@ -34,6 +34,13 @@ enum Command {
     /// Four-letter-word shortcuts: srvr, mntr, ruok.
     #[command(flatten)]
     Admin(cmd::admin::AdminCommand),
+    /// An interactive shell with zkCli's commands (ls, get, set, create, delete, addWatch, …),
+    /// line editing, history and tab completion; reads commands line by line when piped.
+    ///
+    /// `help` in the shell lists the commands. The history file is $ZKIT_SHELL_HISTORY, else
+    /// $XDG_DATA_HOME/zkit/shell_history (~/.local/share/zkit/shell_history), 1000 lines at
+    /// most. Piped, the exit status is the last command's (0 if it succeeded or there was none).
+    Shell(cmd::shell::ShellArgs),
     /// Read or replace a node's ACL.
     #[command(subcommand)]
     Acl(cmd::acl::AclCommand),
@@ -92,6 +99,9 @@ struct BookieCli {
     command: Option<BookieCommand>,
     #[command(flatten)]
     run: Option<cmd::bookie::BookieArgs>,
+    /// ZooKeeper, for running a bookie (`ls` takes its own).
+    #[command(flatten)]
+    conn: cmd::conn::ConnArgs,
 }
 
 /// `zkit bookie …` subcommands.
@@ -138,6 +148,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Node(command) => cmd::node::run(command).await,
         Command::Demo(args) => cmd::demo::run(args).await,
         Command::Admin(command) => cmd::admin::run(command).await,
+        Command::Shell(args) => cmd::shell::run(args).await,
         Command::Acl(command) => cmd::acl::run_acl(command).await,
         Command::Export(args) => cmd::export::run(args).await,
         Command::Import(args) => cmd::import::run(args).await,
@@ -151,10 +162,12 @@ async fn run(cli: Cli) -> ExitCode {
             ..
         }) => cmd::ledger::bookie_ls(&common).await,
         Command::Bookie(BookieCli {
-            run: Some(args), ..
-        }) => cmd::bookie::run(args).await,
+            run: Some(args),
+            conn,
+            ..
+        }) => cmd::bookie::run(args, conn).await,
         Command::Bookie(BookieCli { .. }) => Err(anyhow::anyhow!(
-            "zkit bookie needs --port, --data-dir and --server (or a subcommand: ls)"
+            "zkit bookie needs --port and --data-dir (or a subcommand: ls)"
         )),
         Command::Ledger(command) => cmd::ledger::run(command).await,
         Command::Ui(args) => cmd::ui::run(args).await,

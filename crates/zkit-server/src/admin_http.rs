@@ -144,7 +144,7 @@ async fn handle_own(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Ful
         "/metrics" => match (gauges(&shared).await, core_stats(&shared).await) {
             (Some(g), Some(stats)) => {
                 let mut text = shared.metrics.prometheus(&g);
-                apache_prometheus(&mut text, &views::monitor(&shared, &stats));
+                apache_prometheus(&mut text, &views::monitor(&shared, &stats), &shared.metrics);
                 respond(StatusCode::OK, "text/plain; version=0.0.4", text)
             }
             _ => unavailable(),
@@ -231,11 +231,19 @@ const APACHE_GAUGES: [&str; 20] = [
 ];
 
 /// `ServerMetrics` summaries zkit measures (`FSYNC_TIME`, `READ_LATENCY`, `UPDATE_LATENCY`):
-/// Prometheus summaries with `_count` and `_sum` (zkit keeps no quantiles for them).
+/// Prometheus summaries with `_count` and `_sum`.
 const APACHE_SUMMARIES: [&str; 3] = ["fsynctime", "readlatency", "updatelatency"];
 
+/// The quantiles Apache's `PrometheusMetricsProvider` exports for a summary registered at
+/// `DetailLevel.ADVANCED` (`readlatency`, `updatelatency`; `fsynctime` is `BASIC`: none).
+const APACHE_QUANTILES: [&str; 3] = ["0.5", "0.9", "0.99"];
+
 /// Appends the Apache-named metrics, from the same values `mntr` prints.
-fn apache_prometheus(out: &mut String, monitor: &[(&'static str, MonitorValue)]) {
+fn apache_prometheus(
+    out: &mut String,
+    monitor: &[(&'static str, MonitorValue)],
+    metrics: &crate::metrics::Metrics,
+) {
     use std::fmt::Write as _;
     let value = |key: &str| {
         monitor
@@ -256,10 +264,23 @@ fn apache_prometheus(out: &mut String, monitor: &[(&'static str, MonitorValue)])
         if let (Some(count), Some(sum)) =
             (value(&format!("cnt_{name}")), value(&format!("sum_{name}")))
         {
-            let _ = writeln!(
-                out,
-                "# TYPE {name} summary\n{name}_count {count}\n{name}_sum {sum}"
-            );
+            let _ = writeln!(out, "# TYPE {name} summary");
+            let histogram = match name {
+                "readlatency" => Some(metrics.read_histogram()),
+                "updatelatency" => Some(metrics.update_histogram()),
+                _ => None,
+            };
+            // In milliseconds, as Apache records these summaries. Over the server's lifetime,
+            // where Apache's are over a sliding window; `NaN` before any request, as the Java
+            // client reports an empty window.
+            for q in APACHE_QUANTILES.iter().filter(|_| histogram.is_some()) {
+                let value = histogram
+                    .as_ref()
+                    .and_then(|h| h.quantile(q.parse().unwrap_or(0.5)))
+                    .map_or_else(|| "NaN".to_string(), |secs| (secs * 1000.0).to_string());
+                let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {value}");
+            }
+            let _ = writeln!(out, "{name}_count {count}\n{name}_sum {sum}");
         }
     }
 }

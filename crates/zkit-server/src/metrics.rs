@@ -27,6 +27,10 @@ pub(crate) struct Metrics {
     /// of the others (`READ_LATENCY`), for `mntr`'s `updatelatency`/`readlatency` summaries.
     update_latency: Mutex<Latency>,
     read_latency: Mutex<Latency>,
+    /// The same two as histograms, for the quantiles of Apache's `updatelatency` and
+    /// `readlatency` Prometheus summaries.
+    update_histogram: Mutex<Histogram>,
+    read_histogram: Mutex<Histogram>,
     connections: Mutex<BTreeMap<ConnId, Arc<ConnMetrics>>>,
     /// Requests and their latency (read → reply written) per op name.
     per_op: Mutex<BTreeMap<&'static str, Histogram>>,
@@ -82,6 +86,33 @@ impl Histogram {
 
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// The `q`-quantile (0 ≤ q ≤ 1) in seconds, estimated as Prometheus' `histogram_quantile`
+    /// does: linear within the bucket holding the rank, the bucket's bounds narrowed to the
+    /// smallest and largest observation (so a quantile is never outside them, and one in the
+    /// `+Inf` bucket is the largest). `None` before the first observation.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * self.count as f64;
+        let mut below = 0u64;
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c == 0 || ((below + c) as f64) < rank {
+                below += c;
+                continue;
+            }
+            let lower = if i == 0 { 0.0 } else { BUCKETS[i - 1] };
+            let upper = BUCKETS.get(i).copied().unwrap_or(self.max_seconds);
+            let (lower, upper) = (
+                lower.max(self.min_seconds),
+                upper.min(self.max_seconds).max(lower.max(self.min_seconds)),
+            );
+            let within = ((rank - below as f64) / c as f64).clamp(0.0, 1.0);
+            return Some(lower + (upper - lower) * within);
+        }
+        Some(self.max_seconds)
     }
 
     /// Observations above `threshold` seconds. Exact only when `threshold` is a bucket bound.
@@ -236,6 +267,8 @@ impl Metrics {
             latency: Mutex::new(Latency::default()),
             update_latency: Mutex::new(Latency::default()),
             read_latency: Mutex::new(Latency::default()),
+            update_histogram: Mutex::new(Histogram::default()),
+            read_histogram: Mutex::new(Histogram::default()),
             connections: Mutex::new(BTreeMap::new()),
             per_op: Mutex::new(BTreeMap::new()),
             fsync: Mutex::new(Histogram::default()),
@@ -257,14 +290,32 @@ impl Metrics {
         }
         let mut update = lock(&self.update_latency);
         let mut read = lock(&self.read_latency);
+        let mut update_histogram = lock(&self.update_histogram);
+        let mut read_histogram = lock(&self.read_histogram);
         for &(op, elapsed) in done {
             match op {
                 // Answered before Apache's pipeline: in neither of its latency summaries.
                 "auth" | "sasl" => {}
-                op if is_update(op) => update.record(elapsed),
-                _ => read.record(elapsed),
+                op if is_update(op) => {
+                    update.record(elapsed);
+                    update_histogram.observe(elapsed);
+                }
+                _ => {
+                    read.record(elapsed);
+                    read_histogram.observe(elapsed);
+                }
             }
         }
+    }
+
+    /// Write-request latency as a histogram (`updatelatency`'s quantiles).
+    pub fn update_histogram(&self) -> Histogram {
+        lock(&self.update_histogram).clone()
+    }
+
+    /// Read-request latency as a histogram (`readlatency`'s quantiles).
+    pub fn read_histogram(&self) -> Histogram {
+        lock(&self.read_histogram).clone()
     }
 
     /// Latency of write requests so far (`zk_*_updatelatency`).
@@ -640,4 +691,39 @@ pub(crate) fn op_name(op: zkit_proto::op::OpCode) -> &'static str {
 /// Locks, ignoring poisoning: counters stay meaningful even if a holder panicked.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn histogram(samples: &[(u64, u32)]) -> Histogram {
+        let mut h = Histogram::default();
+        for &(micros, times) in samples {
+            for _ in 0..times {
+                h.observe(Duration::from_micros(micros));
+            }
+        }
+        h
+    }
+
+    #[test]
+    fn quantiles_interpolate_within_the_bucket_and_stay_within_the_observations() {
+        assert_eq!(Histogram::default().quantile(0.5), None);
+        // One value: every quantile is it.
+        let h = histogram(&[(2_000, 100)]);
+        for q in [0.0, 0.5, 0.9, 0.99, 1.0] {
+            assert!((h.quantile(q).unwrap() - 0.002).abs() < 1e-12, "{q}");
+        }
+        // 90 fast (1 ms) and 10 slow (200 ms): the median and p90 are fast, p99 sits 90% of
+        // the way through the (0.1 s, 0.25 s] bucket, cut at the largest observation.
+        let h = histogram(&[(1_000, 90), (200_000, 10)]);
+        assert!((h.quantile(0.5).unwrap() - 0.001).abs() < 1e-12);
+        assert!((h.quantile(0.9).unwrap() - 0.001).abs() < 1e-12);
+        assert!((h.quantile(0.99).unwrap() - 0.19).abs() < 1e-9);
+        assert!((h.quantile(1.0).unwrap() - 0.2).abs() < 1e-12);
+        // Past the last bound (+Inf bucket): at most the largest observation.
+        let h = histogram(&[(9_000_000, 3)]);
+        assert!((h.quantile(0.99).unwrap() - 9.0).abs() < 1e-9);
+    }
 }

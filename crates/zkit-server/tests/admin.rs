@@ -258,6 +258,28 @@ async fn admin_endpoint_serves_metrics_and_commands() {
         );
     }
 
+    // Apache's ADVANCED summaries (readlatency, updatelatency) carry quantile="0.5|0.9|0.99"
+    // series, in non-decreasing order; fsynctime (BASIC) has none.
+    for name in ["readlatency", "updatelatency"] {
+        let quantiles: Vec<f64> = ["0.5", "0.9", "0.99"]
+            .iter()
+            .map(|q| {
+                let prefix = format!("{name}{{quantile=\"{q}\"}} ");
+                let line = metrics
+                    .lines()
+                    .find(|l| l.starts_with(&prefix))
+                    .unwrap_or_else(|| panic!("/metrics lacks {prefix:?}:\n{metrics}"));
+                line[prefix.len()..].parse().expect("a number")
+            })
+            .collect();
+        assert!(
+            quantiles.iter().all(|v| v.is_finite() && *v >= 0.0)
+                && quantiles.windows(2).all(|w| w[0] <= w[1]),
+            "{name}: {quantiles:?}"
+        );
+    }
+    assert!(!metrics.contains("fsynctime{quantile="), "{metrics}");
+
     // Every write batch went through one storage flush.
     assert!(
         !metrics.contains("zkit_fsync_latency_seconds_count 0\n"),

@@ -80,7 +80,7 @@ pub async fn run_acl(command: AclCommand) -> Result<ExitCode> {
 }
 
 /// zkCli's permission letters.
-fn perms_text(p: Permission) -> String {
+pub(crate) fn perms_text(p: Permission) -> String {
     [
         (Permission::CREATE, 'c'),
         (Permission::DELETE, 'd'),

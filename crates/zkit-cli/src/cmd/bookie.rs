@@ -3,7 +3,7 @@
 //! A signal is honoured at every stage: while connecting to ZooKeeper or registering (ZooKeeper
 //! unreachable) the bookie gives up and exits cleanly, as it does when serving.
 //!
-//! It registers in ZooKeeper (`--server`) under `/ledgers/available/HOST:PORT`, and keeps its
+//! It registers in ZooKeeper (`--server`, with the other shared connection flags) under `/ledgers/available/HOST:PORT`, and keeps its
 //! cookie there and in its dirs: a wiped or swapped data dir is refused at start. Every
 //! acknowledged add is in the fsynced journal first (`--fsync always`, the default).
 
@@ -16,9 +16,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use zkit::ledger::ZkRegistrationManager;
-use zkit::{Session, SessionOptions};
+use zkit::Session;
 use zkit_bookie::storage::FsyncMode;
 use zkit_bookie::{Bookie, BookieConfig};
+
+use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
 
 /// When the journal is fdatasynced.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -44,18 +46,12 @@ pub struct BookieArgs {
     /// Journal dir [default: the data dir].
     #[arg(long)]
     pub journal_dir: Option<PathBuf>,
-    /// ZooKeeper connect string (zkit serve or Apache ZooKeeper).
-    #[arg(long)]
-    pub server: String,
     /// Journal sync policy.
     #[arg(long, value_enum, default_value = "always")]
     pub fsync: Fsync,
     /// Serve Prometheus `/metrics` over HTTP on this port (same host).
     #[arg(long)]
     pub metrics_port: Option<u16>,
-    /// ZooKeeper session timeout (`10s`): how long a killed bookie stays registered.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
-    pub session_timeout: Duration,
     /// How often to garbage-collect deleted ledgers (their metadata gone from ZooKeeper):
     /// their data is dropped and entry logs are removed or compacted (`0s`: never).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
@@ -65,8 +61,10 @@ pub struct BookieArgs {
     pub log_level: Option<String>,
 }
 
-/// Runs the bookie until a signal arrives.
-pub async fn run(args: BookieArgs) -> Result<ExitCode> {
+/// Runs the bookie until a signal arrives, registered in the ZooKeeper `conn` reaches (the
+/// shared connection flags; `--session-timeout` is how long a killed bookie stays registered,
+/// default 10s).
+pub async fn run(args: BookieArgs, conn: ConnArgs) -> Result<ExitCode> {
     let shutdown = super::serve::shutdown_signal()?;
     let filter = match &args.log_level {
         Some(l) => tracing_subscriber::EnvFilter::try_new(l).context("bad --log-level")?,
@@ -81,12 +79,12 @@ pub async fn run(args: BookieArgs) -> Result<ExitCode> {
     // The signal is watched from here on: a ZooKeeper that never answers must not keep the
     // process from stopping.
     let mut shutdown = std::pin::pin!(shutdown);
-    tracing::info!(server = %args.server, "connecting to ZooKeeper");
+    tracing::info!(server = %conn.server, "connecting to ZooKeeper");
+    let options = conn.session_options(DEFAULT_SESSION_TIMEOUT)?;
+    let target = conn.connect_string();
     let session = tokio::select! {
-        s = Session::connect(
-            &args.server,
-            SessionOptions::default().with_session_timeout(args.session_timeout),
-        ) => s.with_context(|| format!("cannot connect to ZooKeeper at {}", args.server))?,
+        s = Session::connect(&target, options)
+            => s.with_context(|| format!("cannot connect to ZooKeeper at {}", conn.server))?,
         () = &mut shutdown => {
             tracing::info!("signal received while connecting to ZooKeeper, stopping");
             return Ok(ExitCode::SUCCESS);

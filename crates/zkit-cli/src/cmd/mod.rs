@@ -28,6 +28,8 @@ pub mod proc;
 pub mod progress;
 pub mod serve;
 pub mod service;
+pub mod shell;
+pub mod shell_complete;
 pub mod txn;
 pub mod ui;
 pub mod watch;

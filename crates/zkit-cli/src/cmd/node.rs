@@ -383,7 +383,7 @@ pub async fn delete_tree(client: &Client, path: &str) -> Result<()> {
 
 /// Collects `path` and all its descendants in pre-order (parents before children, siblings
 /// sorted). Nodes deleted while walking are skipped.
-async fn list_tree(client: &Client, path: &str, out: &mut Vec<String>) -> Result<()> {
+pub(crate) async fn list_tree(client: &Client, path: &str, out: &mut Vec<String>) -> Result<()> {
     let mut stack = vec![path.to_string()];
     while let Some(node) = stack.pop() {
         let mut children = match client.list_children(&node).await {
