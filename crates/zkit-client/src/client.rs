@@ -173,6 +173,17 @@ impl Client {
             .unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The server (`host:port`, as the connect string names it) of the live connection, `None`
+    /// while disconnected or after the session ended (as `ClientCnxn.getRemoteSocketAddress`,
+    /// which tests of failover use to know which member to fault).
+    pub fn connected_server(&self) -> Option<String> {
+        self.shared
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The zxid of the last reply seen (`ClientCnxn.getLastZxid`): every later read on this
     /// session reflects at least this state. 0 before any reply carried one.
     pub fn last_zxid(&self) -> i64 {

@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     pub last_zxid: AtomicI64,
     /// Send instant of the latest request a server answered on this session.
     pub last_ack: Mutex<Option<Instant>>,
+    /// `host:port` of the server of the live connection; `None` while there is none.
+    pub server: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -350,6 +352,7 @@ pub(crate) fn new_task(
         ),
         last_zxid: AtomicI64::new(0),
         last_ack: Mutex::new(None),
+        server: Mutex::new(None),
     });
     let task = Task {
         shared: shared.clone(),
@@ -390,6 +393,7 @@ impl Task {
                 Stop::Terminal(state) => break state,
                 Stop::Disconnected(why) => {
                     info!(session = %SessionId(self.session_id), reason = %why, "disconnected");
+                    *lock(&self.shared.server) = None;
                     self.set_state(SessionState::Disconnected);
                 }
             }
@@ -571,6 +575,7 @@ impl Task {
             readonly,
         };
         self.shared.set_ack(sent);
+        *lock(&self.shared.server) = Some(host.address());
         info!(
             session = %SessionId(self.session_id),
             %host,
@@ -1286,6 +1291,7 @@ impl Task {
     /// The session is over: every watcher hears the terminal state, every request fails.
     fn finish(mut self, state: SessionState) {
         info!(session = %SessionId(self.session_id), ?state, "session ended");
+        *lock(&self.shared.server) = None;
         self.set_state(state);
         let err = state.to_error();
         self.fail_ready(err.clone());

@@ -65,6 +65,13 @@
 //! | `zkit lock -- CMD` holder | CMD keeps running | CMD gets SIGTERM (SIGKILL after `--grace`); exit 76 |
 //! | `zkit lock` waiter | keeps waiting | waits again on a new session (`--fail-on-session-loss`: exit 76) |
 //! | `zkit elect -- CMD` | CMD keeps running | CMD is stopped; contends again |
+//! | [`txn`] coordinator, participant, recoverer | every ZooKeeper step (votes, decision, acks, garbage collection) is retried on the same session | the coordinator's [`txn::Transaction::commit`] fails and a recoverer finishes the transaction; a participant resolves what it holds from the decision on its new session |
+//! | [`procedure`] member and coordinator | a running procedure goes on: its steps are retried on the same session | a member's node goes with the session and the coordinator aborts the procedure; the member cleans up |
+//! | [`config::ConfigWatcher`] | re-reads the whole tree on reconnect: the last value is never missed | sets its watch again on the new session and re-reads the tree |
+//!
+//! Tested on a private Apache ensemble with kill -9 of the leader and of the member a client is
+//! connected to, and SIGSTOP of the leader and of two and three of five members
+//! (`crates/zkit/tests/failover_*.rs`).
 //!
 //! The library's waiter default is to enter the line again because a waiter holds nothing:
 //! starting over on a new session cannot break exclusion, and an ensemble's leader election

@@ -3,7 +3,14 @@
 //! resumed. Checked for every fault: never two holders at once (a holder counts as inside
 //! from its acquisition until it releases or its lost-signal fires), fencing tokens strictly
 //! increasing in acquisition order, no failed waiter (every `lock()` returns a guard), and
-//! progress after the fault.
+//! progress after the fault; where no session may expire, also that no holder's lost-signal
+//! fired.
+//!
+//! The faults: the leader paused for longer than the session timeout; two, then three of five
+//! members paused; and the member a lock holder's session is connected to killed with SIGKILL
+//! and restarted (found through `zkit_client::Client::connected_server`), twice by default,
+//! `ZKIT_FAILOVER_KILLS=N` times in the long profile
+//! (`ZKIT_FAILOVER_KILLS=10 cargo nextest run -p zkit --test failover_faults`).
 //!
 //! Runs in the `ensemble` nextest test group (names contain `ensemble_fault`).
 
@@ -18,6 +25,8 @@ use zkit_testkit::{ensemble_available, Ensemble};
 
 const CONTENDERS: usize = 4;
 const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+/// How long a contender holds the lock.
+const HOLD: Duration = Duration::from_millis(100);
 
 /// What the contenders saw.
 #[derive(Default)]
@@ -25,15 +34,20 @@ struct Record {
     inside: AtomicBool,
     acquired: AtomicUsize,
     overlaps: AtomicUsize,
+    /// Lost-signals fired while holding.
+    lost: AtomicUsize,
     tokens: std::sync::Mutex<Vec<i64>>,
     errors: std::sync::Mutex<Vec<String>>,
     states: std::sync::Mutex<Vec<SessionState>>,
+    /// The server the latest holder's session was connected to when it acquired.
+    holder_server: std::sync::Mutex<Option<String>>,
 }
 
-/// Starts the contenders; they loop until `stop`.
+/// Starts the contenders; they loop until `stop`, holding the lock for `hold` each time.
 async fn contend(
     connect: &str,
     path: &str,
+    hold: Duration,
     record: &Arc<Record>,
     stop: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -71,11 +85,14 @@ async fn contend(
                     .lock()
                     .expect("tokens")
                     .push(guard.fencing_token());
+                *record.holder_server.lock().expect("holder") = session.client().connected_server();
                 record.acquired.fetch_add(1, Ordering::SeqCst);
                 let lost = guard.lost();
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    _ = lost.cancelled() => {}
+                    _ = tokio::time::sleep(hold) => {}
+                    _ = lost.cancelled() => {
+                        record.lost.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
                 record.inside.store(false, Ordering::SeqCst);
                 let _ = guard.release().await;
@@ -106,9 +123,10 @@ async fn finish(record: &Record, stop: &AtomicBool, tasks: Vec<tokio::task::Join
     }
     let tokens = record.tokens.lock().expect("tokens").clone();
     eprintln!(
-        "{} acquisitions, {} overlaps, errors {:?}, states {:?}",
+        "{} acquisitions, {} overlaps, {} lost, errors {:?}, states {:?}",
         tokens.len(),
         record.overlaps.load(Ordering::SeqCst),
+        record.lost.load(Ordering::SeqCst),
         record.errors.lock().expect("errors"),
         record.states.lock().expect("states")
     );
@@ -137,7 +155,14 @@ async fn ensemble_fault_leader_paused_longer_than_the_session_timeout() {
     let ensemble = Ensemble::start(3).await.expect("ensemble");
     let record = Arc::new(Record::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks = contend(ensemble.connect_string(), "/fault-pause", &record, &stop).await;
+    let tasks = contend(
+        ensemble.connect_string(),
+        "/fault-pause",
+        HOLD,
+        &record,
+        &stop,
+    )
+    .await;
     progress(&record, 10, "before the fault").await;
     let leader = ensemble.leader().await.expect("leader");
     ensemble.pause(leader).await.expect("pause");
@@ -158,7 +183,14 @@ async fn ensemble_fault_two_then_three_of_five_paused() {
     let ensemble = Ensemble::start(5).await.expect("ensemble");
     let record = Arc::new(Record::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks = contend(ensemble.connect_string(), "/fault-quorum", &record, &stop).await;
+    let tasks = contend(
+        ensemble.connect_string(),
+        "/fault-quorum",
+        HOLD,
+        &record,
+        &stop,
+    )
+    .await;
     progress(&record, 10, "before the fault").await;
     // Two followers: the quorum (3 of 5) stays.
     let leader = ensemble.leader().await.expect("leader");
@@ -175,4 +207,100 @@ async fn ensemble_fault_two_then_three_of_five_paused() {
     }
     progress(&record, 10, "after the quorum came back").await;
     finish(&record, &stop, tasks).await;
+}
+
+/// The member a lock holder's session is connected to, killed with SIGKILL and restarted once
+/// the others serve: that session and any other on the member go `Suspended`, move to another
+/// member inside the validity window and keep what they held or waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_fault_connected_member_killed() {
+    if !ensemble_available() {
+        return;
+    }
+    let kills: usize = std::env::var("ZKIT_FAILOVER_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let ensemble = Ensemble::start(3).await.expect("ensemble");
+    let record = Arc::new(Record::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    // Long enough that the kill below lands while the holder is inside.
+    let hold = Duration::from_millis(500);
+    let tasks = contend(
+        ensemble.connect_string(),
+        "/fault-connected",
+        hold,
+        &record,
+        &stop,
+    )
+    .await;
+    progress(&record, 4, "before the fault").await;
+    for round in 0..kills {
+        let leader = ensemble.leader().await.ok();
+        // A fresh acquisition: its holder stays inside for `hold`; kill its session's member.
+        let seen = record.acquired.load(Ordering::SeqCst);
+        let limit = Instant::now() + Duration::from_secs(20);
+        while record.acquired.load(Ordering::SeqCst) == seen {
+            assert!(Instant::now() < limit, "no acquisition");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let acquisition = record.acquired.load(Ordering::SeqCst);
+        let server = record
+            .holder_server
+            .lock()
+            .expect("holder")
+            .clone()
+            .expect("the holder's session is connected");
+        let member = (1..=ensemble.members())
+            .find(|&m| ensemble.member_addr(m) == server)
+            .unwrap_or_else(|| panic!("{server} is no member"));
+        let suspended_before = suspensions(&record);
+        ensemble.kill(member).await.expect("kill -9");
+        assert!(
+            record.inside.load(Ordering::SeqCst)
+                && record.acquired.load(Ordering::SeqCst) == acquisition,
+            "the kill did not land while the holder was inside"
+        );
+        eprintln!(
+            "round {round}: killed member {member} (leader: {})",
+            leader == Some(member)
+        );
+        progress(&record, 3, "with the holder's member down").await;
+        assert!(
+            suspensions(&record) > suspended_before,
+            "no session was suspended by the kill of its member"
+        );
+        let elected = Instant::now() + Duration::from_secs(30);
+        while ensemble.leader().await.is_err() {
+            assert!(Instant::now() < elected, "no leader after the kill");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        ensemble.restart(member).await.expect("restart");
+        progress(&record, 4, "after the member restarted").await;
+    }
+    finish(&record, &stop, tasks).await;
+    // No session expired (they all moved to another member in time): no holder lost its lock.
+    assert_eq!(
+        record.lost.load(Ordering::SeqCst),
+        0,
+        "a holder lost its lock though its session survived"
+    );
+    assert!(
+        !record
+            .states
+            .lock()
+            .expect("states")
+            .contains(&SessionState::Lost),
+        "a session was lost"
+    );
+}
+
+fn suspensions(record: &Record) -> usize {
+    record
+        .states
+        .lock()
+        .expect("states")
+        .iter()
+        .filter(|s| **s == SessionState::Suspended)
+        .count()
 }

@@ -19,8 +19,8 @@ use super::decide::{
 };
 use super::layout::{self, check_name, InstanceHeader, Layout};
 use super::tree::{
-    children_key, delete_tree, ensure_dirs, exists, exists_key, list, wait_any, when, Wake,
-    WatchSet,
+    children_key, connection_trouble, delete_tree, ensure_dirs, exists, exists_key, list,
+    retry_connection, wait_any, when, Wake, WatchSet, RECOVERABLE_PAUSE,
 };
 use super::ProcedureError;
 use crate::Session;
@@ -403,6 +403,12 @@ async fn drive(
         let view = match observe(client, layout, instance, deadline, &mut watches, &mut cache).await
         {
             Ok(observed) => observed,
+            // A lost connection on a live session (an ensemble electing a new leader): our
+            // owner node stays; read again once reconnected (the deadline still counts).
+            Err(err) if connection_trouble(&err) => {
+                tokio::time::sleep(RECOVERABLE_PAUSE).await;
+                continue;
+            }
             Err(err) => {
                 let reason =
                     AbortReason::new(COORDINATOR, format!("coordinator lost ZooKeeper: {err}"));
@@ -416,10 +422,8 @@ async fn drive(
             }
             CoordinatorStep::ReleaseBarrier => {
                 let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                match client
-                    .create(&layout.reached(instance), &[], &persistent)
-                    .await
-                {
+                let reached = layout.reached(instance);
+                match retry_connection(|| client.create(&reached, &[], &persistent)).await {
                     Ok(_) | Err(zk::Error::NodeExists) => {}
                     Err(err) => {
                         let reason = AbortReason::new(
@@ -433,11 +437,14 @@ async fn drive(
             }
             CoordinatorStep::Complete => {
                 // Every result in one multi-read (one request, however many members).
-                let mut reader = client.new_multi_reader();
-                for member in expected {
-                    reader.add_get_data(&layout.reached_member(instance, member))?;
-                }
-                let reads = reader.commit().await?;
+                let reads = retry_connection(|| async {
+                    let mut reader = client.new_multi_reader();
+                    for member in expected {
+                        reader.add_get_data(&layout.reached_member(instance, member))?;
+                    }
+                    reader.commit().await
+                })
+                .await?;
                 let mut results = MemberResults::new();
                 for (member, read) in expected.iter().zip(reads) {
                     match read {
@@ -456,21 +463,21 @@ async fn drive(
                 // reached/<instance> exists, so nobody waiting on it hangs (HBASE-13885). The
                 // view lists every child, so the removal needs no listing: one `multi`.
                 if !cleanup_known(client, layout, instance, &view).await {
-                    cleanup(client, layout, instance).await?;
+                    retry_connection(|| cleanup(client, layout, instance)).await?;
                 }
                 return Ok(results);
             }
             CoordinatorStep::Abort(reason) => {
-                let reason = write_abort(client, layout, instance, &reason)
+                let reason = retry_connection(|| write_abort(client, layout, instance, &reason))
                     .await
                     .unwrap_or(reason);
                 wait_for_acks(client, layout, instance).await;
-                cleanup(client, layout, instance).await?;
+                retry_connection(|| cleanup(client, layout, instance)).await?;
                 return Err(aborted(reason));
             }
             CoordinatorStep::Aborted(reason) => {
                 wait_for_acks(client, layout, instance).await;
-                cleanup(client, layout, instance).await?;
+                retry_connection(|| cleanup(client, layout, instance)).await?;
                 return Err(aborted(reason));
             }
         }
@@ -489,8 +496,15 @@ async fn wait_for_acks(client: &zk::Client, layout: &Layout, instance: &str) {
             client.list_and_watch_children(&layout.acquired(instance)),
             client.list_and_watch_children(&layout.members_dir()),
         );
-        let (Ok((acquired, w1)), Ok((live, w2))) = (acquired, live) else {
-            return;
+        let ((acquired, w1), (live, w2)) = match (acquired, live) {
+            (Ok(acquired), Ok(live)) => (acquired, live),
+            (Err(err), _) | (_, Err(err)) => {
+                if connection_trouble(&err) && Instant::now() < deadline {
+                    tokio::time::sleep(RECOVERABLE_PAUSE).await;
+                    continue;
+                }
+                return;
+            }
         };
         let acquired: BTreeSet<String> = acquired.into_iter().collect();
         let live: BTreeSet<String> = live.into_iter().collect();
@@ -630,10 +644,10 @@ async fn finish_aborted(
     instance: &str,
     reason: &AbortReason,
 ) {
-    if let Err(err) = write_abort(client, layout, instance, reason).await {
+    if let Err(err) = retry_connection(|| write_abort(client, layout, instance, reason)).await {
         tracing::warn!(instance, error = %err, "could not write abort node");
     }
-    if let Err(err) = cleanup(client, layout, instance).await {
+    if let Err(err) = retry_connection(|| cleanup(client, layout, instance)).await {
         tracing::warn!(instance, error = %err, "could not remove procedure znodes");
     }
 }

@@ -17,7 +17,8 @@ use zkit_client as zk;
 use super::decide::{decide_member, AbortReason, MemberLocal, MemberStep, MemberView, COORDINATOR};
 use super::layout::{self, check_name, Layout};
 use super::tree::{
-    ensure_dirs, exists, exists_created_at, exists_key, when, Wake, WatchSet, RECOVERABLE_PAUSE,
+    connection_trouble, ensure_dirs, exists, exists_created_at, exists_key, retry_connection, when,
+    Wake, WatchSet, RECOVERABLE_PAUSE,
 };
 use super::ProcedureError;
 use crate::Session;
@@ -347,28 +348,18 @@ async fn observe(
 /// coordinator's cleanup. Already aborted or already removed are both fine.
 async fn member_abort(client: &zk::Client, layout: &Layout, instance: &str, reason: &AbortReason) {
     let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    let mut multi = client.new_multi_writer();
-    let built = multi
-        .add_check_version(&layout.acquired(instance), -1)
-        .and_then(|()| {
-            multi.add_create(
-                &layout.abort(instance),
-                &layout::encode_abort(reason),
-                &persistent,
-            )
-        });
-    if let Err(err) = built {
-        tracing::warn!(instance, error = %err, "building the abort request failed");
-        return;
-    }
-    match multi.commit().await {
-        Ok(_) => {}
-        Err(err) => {
-            let err = zk::Error::from(err);
-            if !matches!(err, zk::Error::NoNode | zk::Error::NodeExists) {
-                tracing::warn!(instance, error = %err, "writing the abort node failed");
-            }
-        }
+    let data = layout::encode_abort(reason);
+    // Retried through connection loss (a retry after a lost reply finds it: `NodeExists`).
+    let written = retry_connection(|| async {
+        let mut multi = client.new_multi_writer();
+        multi.add_check_version(&layout.acquired(instance), -1)?;
+        multi.add_create(&layout.abort(instance), &data, &persistent)?;
+        multi.commit().await.map(drop).map_err(zk::Error::from)
+    })
+    .await;
+    match written {
+        Ok(()) | Err(zk::Error::NoNode | zk::Error::NodeExists) => {}
+        Err(err) => tracing::warn!(instance, error = %err, "writing the abort node failed"),
     }
 }
 
@@ -382,10 +373,8 @@ async fn cleanup_and_ack(
     reason: AbortReason,
 ) {
     sub.cleanup(reason).await;
-    match client
-        .delete(&ctx.layout.acquired_member(instance, &ctx.name), None)
-        .await
-    {
+    let path = ctx.layout.acquired_member(instance, &ctx.name);
+    match retry_connection(|| client.delete(&path, None)).await {
         Ok(()) | Err(zk::Error::NoNode) => {}
         Err(err) => {
             tracing::warn!(member = %ctx.name, instance, error = %err, "acknowledging the abort failed")
@@ -508,9 +497,19 @@ async fn run_instance(
         .await
         {
             Ok(observed) => observed,
+            // A lost connection on a live session (every client of an ensemble whose leader
+            // died): our member node and our place stay; read again once reconnected.
+            Err(err) if connection_trouble(&err) => {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = closed.cancelled() => return,
+                    _ = tokio::time::sleep(RECOVERABLE_PAUSE) => {}
+                }
+                continue;
+            }
             Err(err) => {
-                // Our session is gone (or the server): the coordinator sees our member node
-                // disappear and aborts; undo locally.
+                // Our session is gone: the coordinator sees our member node disappear and
+                // aborts; undo locally.
                 if let Some(mut s) = sub.take() {
                     s.cleanup(AbortReason::new(
                         &ctx.name,
@@ -536,10 +535,8 @@ async fn run_instance(
                     cleanup_and_ack(client, ctx, instance, s.as_mut(), reason).await;
                     return;
                 }
-                match client
-                    .create(&l.acquired_member(instance, &ctx.name), &[], &persistent)
-                    .await
-                {
+                let path = l.acquired_member(instance, &ctx.name);
+                match retry_connection(|| client.create(&path, &[], &persistent)).await {
                     Ok(_) | Err(zk::Error::NodeExists) => local = MemberLocal::Acquired,
                     Err(zk::Error::NoNode) => {
                         s.cleanup(AbortReason::new(
@@ -578,9 +575,10 @@ async fn run_instance(
                     result = s.inside_barrier() => result,
                 };
                 let reason = match result {
-                    Ok(data) => match client
-                        .create(&l.reached_member(instance, &ctx.name), &data, &persistent)
-                        .await
+                    Ok(data) => match retry_connection(|| {
+                        client.create(&l.reached_member(instance, &ctx.name), &data, &persistent)
+                    })
+                    .await
                     {
                         Ok(_) | Err(zk::Error::NodeExists) => {
                             local = MemberLocal::Finished;
@@ -611,9 +609,8 @@ async fn run_instance(
                 member_abort(client, l, instance, &reason).await;
                 // The stale node of our previous incarnation would otherwise look like a
                 // pending acknowledgement to the coordinator.
-                let _ = client
-                    .delete(&l.acquired_member(instance, &ctx.name), None)
-                    .await;
+                let path = l.acquired_member(instance, &ctx.name);
+                let _ = retry_connection(|| client.delete(&path, None)).await;
                 return;
             }
         }

@@ -97,6 +97,34 @@ pub async fn wait_any(
 /// session layer reconnects by itself and the next read waits for it.
 pub const RECOVERABLE_PAUSE: Duration = Duration::from_millis(50);
 
+/// Whether `err` is connection trouble on a session that may still live (connection loss, a
+/// request or operation timeout, as on every member while an ensemble elects a new leader):
+/// the operation is tried again, as Curator's `RetryLoop` does for `CONNECTIONLOSS`. Anything
+/// else (the session expired or closed, an answer about the tree) ends it.
+pub fn connection_trouble(err: &zk::Error) -> bool {
+    crate::Error::from(err.clone()).is_recoverable()
+}
+
+/// Runs `op` until it ends with anything but [`connection_trouble`], [`RECOVERABLE_PAUSE`]
+/// apart (the client queues requests while it reconnects, so an attempt waits for the next
+/// connection rather than spinning). Only for operations that are idempotent or recognise their
+/// own earlier success after a lost reply (`NodeExists` for a create, `NoNode` for a delete).
+pub async fn retry_connection<T, F, Fut>(mut op: F) -> Result<T, zk::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, zk::Error>>,
+{
+    loop {
+        match op().await {
+            Err(err) if connection_trouble(&err) => {
+                tracing::debug!(error = %err, "procedure: retrying after connection trouble");
+                tokio::time::sleep(RECOVERABLE_PAUSE).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// One-shot watches kept armed across observation rounds, keyed by what they watch
 /// (`"children:<path>"`, `"exists:<path>"`). A round re-reads an armed path without setting a
 /// new watch; only fired watches are set again. Dropping an unfired watch would make the client

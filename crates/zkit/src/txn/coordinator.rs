@@ -309,8 +309,16 @@ impl Transaction {
             // Look at the acks again *after* giving up ownership: a participant whose ack
             // `multi` still found `owner` left the collecting to us, and its ack is visible
             // now; one that acks later finds `owner` gone and collects itself.
+            // Retried through connection loss: once `owner` is gone, only the last acker (who
+            // may have acked already) or we collect it.
             if deleted.is_ok() {
-                zkops::collect_if_acked(&session.client(), &layout, &txid, &participants).await;
+                let _ = retrying(&session, &stop, |client| {
+                    let (layout, txid, participants) = (&layout, &txid, &participants);
+                    async move {
+                        zkops::collect_if_acked(&client, layout, txid, participants).await
+                    }
+                })
+                .await;
             }
         });
         Ok(decision.into())

@@ -519,7 +519,11 @@ async fn acknowledge(ctx: &Ctx, txid: &str) -> Result<(), TxnError> {
         _ => return Ok(()),
     };
     if zkops::all_acked(&participants, &acks) {
-        zkops::collect(&ctx.session.client(), layout, txid).await;
+        // Retried through connection loss: nobody else collects once the last ack is in.
+        retrying(&ctx.session, &ctx.stop, |client| async move {
+            zkops::collect(&client, layout, txid).await
+        })
+        .await?;
     }
     Ok(())
 }

@@ -227,13 +227,11 @@ async fn lead_loop(ctx: &Arc<Ctx>, stop: &CancellationToken) -> Result<(), TxnEr
                 // Everyone may have acked while the coordinator still owned it, and nobody
                 // acks again: the dead coordinator's leftovers are ours to collect.
                 txn.collect_tried = true;
-                zkops::collect_if_acked(
-                    &ctx.session.client(),
-                    layout,
-                    txid,
-                    &txn.header.participants,
-                )
-                .await;
+                let participants = &txn.header.participants;
+                retrying(&ctx.session, stop, |client| async move {
+                    zkops::collect_if_acked(&client, layout, txid, participants).await
+                })
+                .await?;
             }
             if txn.decided {
                 // Acks that never all arrive: expire it once its retention is up.

@@ -263,14 +263,22 @@ pub(crate) async fn read_txn(
 /// Deletes the tree of a decided, fully acknowledged transaction in one `multi`. Returns
 /// whether it is gone. A concurrent collector or a child added meanwhile makes the multi fail
 /// harmlessly (`NoNode`/`NotEmpty`): the other collector finished, or the next ack collects.
-pub(crate) async fn collect(client: &zk::Client, layout: &Layout, txid: &str) -> bool {
+///
+/// # Errors
+/// Connection or session trouble (see [`race_or_trouble`]): nobody else may collect it, so the
+/// caller runs this under [`retrying`]; a retry after a lost reply finds the tree gone.
+pub(crate) async fn collect(
+    client: &zk::Client,
+    layout: &Layout,
+    txid: &str,
+) -> Result<bool, zk::Error> {
     let votes = match client.list_children(&layout.votes(txid)).await {
         Ok(names) => names,
-        Err(_) => return false,
+        Err(err) => return race_or_trouble(err),
     };
     let acks = match client.list_children(&layout.acks(txid)).await {
         Ok(names) => names,
-        Err(_) => return false,
+        Err(err) => return race_or_trouble(err),
     };
     let mut multi = client.new_multi_writer();
     let mut paths: Vec<String> = votes.iter().map(|v| layout.vote(txid, v)).collect();
@@ -282,18 +290,30 @@ pub(crate) async fn collect(client: &zk::Client, layout: &Layout, txid: &str) ->
     paths.push(layout.txn(txid));
     for path in &paths {
         if multi.add_delete(path, None).is_err() {
-            return false;
+            return Ok(false);
         }
     }
     match multi.commit().await {
         Ok(_) => {
             tracing::debug!(txid, "txn: collected");
-            true
+            Ok(true)
         }
         Err(err) => {
             tracing::debug!(txid, error = %err, "txn: collect lost a race");
-            false
+            race_or_trouble(err.into())
         }
+    }
+}
+
+/// `Ok(false)` for an answer about the tree (someone else changed it: a lost race, nothing to
+/// do), `Err` for connection or session trouble, after which the operation must be tried again
+/// ([`retrying`] waits it out).
+fn race_or_trouble(err: zk::Error) -> Result<bool, zk::Error> {
+    let e = Error::from(err.clone());
+    if e.is_recoverable() || e.is_unrecoverable() {
+        Err(err)
+    } else {
+        Ok(false)
     }
 }
 
@@ -335,18 +355,24 @@ pub(crate) async fn collect_known(
 }
 
 /// Collects `txid` if every one of `participants` acknowledged (and nobody owns it).
+///
+/// # Errors
+/// As [`collect`]: run it under [`retrying`].
 pub(crate) async fn collect_if_acked(
     client: &zk::Client,
     layout: &Layout,
     txid: &str,
     participants: &BTreeSet<String>,
-) -> bool {
+) -> Result<bool, zk::Error> {
     match client.list_children(&layout.acks(txid)).await {
         Ok(acks) => {
             let acks: BTreeSet<String> = acks.into_iter().collect();
-            all_acked(participants, &acks) && collect(client, layout, txid).await
+            if !all_acked(participants, &acks) {
+                return Ok(false);
+            }
+            collect(client, layout, txid).await
         }
-        Err(_) => false,
+        Err(err) => race_or_trouble(err),
     }
 }
 
