@@ -187,11 +187,18 @@ async fn run_foreign(
 
 /// Compiles the Curator program once; returns the classpath to run it with.
 async fn compile_curator(work: &Path) -> Result<String, String> {
+    compile_java(work, "CuratorLockBench", CURATOR_BENCH).await
+}
+
+/// Compiles `source` (the Java class `class`) against Curator's jars into `work/curator`;
+/// returns the classpath to run it with.
+pub(crate) async fn compile_java(work: &Path, class: &str, source: &str) -> Result<String, String> {
     let classpath = curator_classpath()?;
     let dir = work.join("curator");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let source = dir.join("CuratorLockBench.java");
-    std::fs::write(&source, CURATOR_BENCH).map_err(|e| e.to_string())?;
+    let text = source;
+    let source = dir.join(format!("{class}.java"));
+    std::fs::write(&source, text).map_err(|e| e.to_string())?;
     let status = tokio::process::Command::new("javac")
         .arg("-cp")
         .arg(&classpath)
