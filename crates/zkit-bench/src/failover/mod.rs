@@ -14,7 +14,7 @@
 //! Each round: wait until both contenders make progress of every kind on the whole ensemble,
 //! wait a random moment (up to `--settle-seconds`), kill -9 the leader, measure for each
 //! contender and kind the time from the kill to the next event, restart the member and wait
-//! until the ensemble is whole again. Medians and p90s over the rounds, the zkit / Curator ratio
+//! until the ensemble is whole again (except after the last round). Medians and p90s over the rounds, the zkit / Curator ratio
 //! and whether the target (zkit ≤ Curator) holds are printed, and written into a section of
 //! `--output` (docs/PERFORMANCE-ENSEMBLE.md from scripts/bench-failover).
 //!
@@ -406,17 +406,19 @@ pub async fn run(args: &FailoverArgs) -> anyhow::Result<i32> {
     };
     let timeout = Duration::from_secs(args.timeout_seconds.max(1));
     let load_before = load_average();
-    let classpath = compile_java(&work, "CuratorFailoverBench", CURATOR_FAILOVER)
-        .await
-        .map_err(|e| anyhow::anyhow!("the Curator program: {e}"))?;
     eprintln!(
         "starting an ensemble of {} under {}",
         args.members,
         work.display()
     );
-    let ensemble =
-        RunningEnsemble::start(&args.apache_zk_script, &work.join("ensemble"), args.members)
-            .await?;
+    // javac and the ensemble's JVMs start side by side.
+    let ensemble_dir = work.join("ensemble");
+    let (classpath, ensemble) = tokio::join!(
+        compile_java(&work, "CuratorFailoverBench", CURATOR_FAILOVER),
+        RunningEnsemble::start(&args.apache_zk_script, &ensemble_dir, args.members)
+    );
+    let ensemble = ensemble?;
+    let classpath = classpath.map_err(|e| anyhow::anyhow!("the Curator program: {e}"))?;
     let connect = ensemble.connect_string().to_string();
     eprintln!("ensemble: {connect}");
     let measured = measure(args, &ensemble, &connect, &classpath, &work, timeout).await;
@@ -539,8 +541,11 @@ async fn rounds(
             }
         }
         eprintln!("{line}");
-        ensemble.restart(leader).await?;
-        ensemble.wait_whole(Duration::from_secs(90)).await?;
+        // After the last round the ensemble is stopped anyway.
+        if round < total {
+            ensemble.restart(leader).await?;
+            ensemble.wait_whole(Duration::from_secs(90)).await?;
+        }
     }
     Ok((lock, txn))
 }
@@ -573,7 +578,7 @@ fn report_section(
          - {rounds} rounds: wait until both make progress, kill -9 the leader at a random moment \
          within {settle} s, take for each the first event completing after the kill (not \
          within {grace} ms of it: replies already on their way), restart the member, wait \
-         until the ensemble is whole\n\n\
+         until the ensemble is whole again\n\n\
          {table}",
         machine = machine_description(),
         members = args.members,
