@@ -93,6 +93,9 @@ pub struct LockCompareArgs {
     /// Replace this run's section of this Markdown report (created when missing).
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// The command line to record in the report [default: this process's own].
+    #[arg(long, env = "ZKIT_BENCH_COMMAND", hide = true)]
+    pub command_line: Option<String>,
 }
 
 /// The servers the comparison started (each stops on drop, also on error paths).
@@ -495,10 +498,12 @@ impl Setup {
 
 /// Runs `zkit-bench lock-compare`.
 pub async fn run(args: &LockCompareArgs) -> anyhow::Result<i32> {
-    let command_line = std::env::args()
-        .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
-        .collect::<Vec<_>>()
-        .join(" ");
+    let command_line = args.command_line.clone().unwrap_or_else(|| {
+        std::env::args()
+            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
     let zkit = zkit_binary(args.zkit.as_deref());
     let temp;
     let work = match &args.work_dir {
