@@ -667,13 +667,16 @@ fn report_section(
             "lock-compare-ensemble",
             format!("## Locks on a {members}-member ensemble: zkit vs Curator vs kazoo"),
             format!(
-                "A private ensemble of {members} Apache ZooKeeper 3.8 members (scripts/apache-zk:                  tickTime 500 ms, forceSync), every client given the connect string with all                  members."
+                "A private ensemble of {members} Apache ZooKeeper 3.8 members (scripts/apache-zk: \
+                 tickTime 500 ms, forceSync), every client given the connect string with all \
+                 members."
             ),
         ),
         None => (
             "lock-compare",
             "## Locks on one server: zkit vs Curator vs kazoo".to_string(),
-            "A private Apache ZooKeeper 3.8 standalone (forceSync) and a `zkit serve` (fsync              always)."
+            "A private Apache ZooKeeper 3.8 standalone (forceSync) and a `zkit serve` (fsync \
+             always)."
                 .to_string(),
         ),
     };
