@@ -76,10 +76,13 @@ fn failover_harness_measures_both_contenders_after_one_leader_kill_ensemble_faul
         for (name, cell) in [("zkit", cells[2]), ("Curator", cells[4])] {
             let s = seconds(cell)
                 .unwrap_or_else(|| panic!("{name} has no {what} time after the kill: {line}"));
-            // Counted from the kill, past the in-flight grace, and within the timeout.
+            // Nothing that needs the new leader can complete sooner than 200 ms after the kill:
+            // the surviving members' election alone waits that long before deciding
+            // (FastLeaderElection.finalizeWait). A harness that did not really kill the leader,
+            // or that took the wrong instant, would report less.
             assert!(
-                (0.05..60.0).contains(&s),
-                "{name} {what}: {s} s is not a time after the kill"
+                (0.2..60.0).contains(&s),
+                "{name} {what}: {s} s is not a time to recover from a leader kill"
             );
         }
         assert!(
