@@ -483,7 +483,7 @@ enum Contender {
 
 /// What the comparison runs against: its own standalone servers, or an ensemble.
 enum Setup {
-    Standalone(Servers),
+    Standalone(Box<Servers>),
     Ensemble(RunningEnsemble),
 }
 
@@ -556,7 +556,7 @@ pub async fn run(args: &LockCompareArgs) -> anyhow::Result<i32> {
             );
             let (z, a) = (servers.zkit_addr.clone(), servers.apache_addr.clone());
             (
-                Setup::Standalone(servers),
+                Setup::Standalone(Box::new(servers)),
                 vec![
                     ("zkit-on-zkit", Contender::Zkit(z)),
                     ("zkit-on-Apache", Contender::Zkit(a.clone())),
