@@ -26,6 +26,7 @@
 //   READY
 //   EVENT lock 1764619200123456
 //   EVENT txn 1764619200124000
+//   EVENT connected 1764619200120000      (a lock client's RECONNECTED)
 //   ERROR lock KeeperErrorCode = ConnectionLoss
 //
 // It runs until killed.
@@ -38,6 +39,7 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.api.transaction.CuratorOp;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorFailoverBench {
@@ -133,6 +135,11 @@ public class CuratorFailoverBench {
         List<Thread> threads = new ArrayList<>();
         for (int i = 0; i < clients; i++) {
             CuratorFramework client = connect(connect, sessionMs);
+            client.getConnectionStateListenable().addListener((c, state) -> {
+                if (state == ConnectionState.RECONNECTED) {
+                    print("EVENT connected " + nowMicros());
+                }
+            });
             threads.add(lockLoop(new InterProcessMutex(client, base + "/lock"), holdMs));
         }
         CuratorFramework writer = connect(connect, sessionMs);

@@ -11,7 +11,8 @@
 //!
 //! Every session uses zkit's defaults but for the session timeout (`--session-timeout-ms`, the
 //! one the Curator side is given). Output, one line each (times: µs since the Unix epoch):
-//! `READY`, `EVENT lock T`, `EVENT txn T`, `ERROR lock|txn MESSAGE`. It runs until killed.
+//! `READY`, `EVENT lock T`, `EVENT txn T`, `EVENT connected T` (a session's `Reconnected`),
+//! `ERROR lock|txn MESSAGE`. It runs until killed.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -22,7 +23,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use zkit::lock::Mutex;
 use zkit::txn::{Coordinator, Outcome, Participant, Resource, TxnError, TxnOptions, Vote};
-use zkit::{Session, SessionOptions};
+use zkit::{Session, SessionOptions, SessionState};
 
 use super::now_micros;
 
@@ -97,6 +98,22 @@ fn one_line(err: &dyn std::fmt::Display) -> String {
     err.to_string().replace('\n', " ")
 }
 
+/// Prints `EVENT connected T` whenever `session` is back on its ZooKeeper session after a
+/// disconnect.
+async fn report_reconnects(session: Session) {
+    let mut events = session.subscribe();
+    loop {
+        match events.recv().await {
+            Ok(event) if event.state == SessionState::Reconnected => {
+                say(&format!("EVENT connected {}", now_micros()));
+            }
+            Ok(_) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
 async fn lock_loop(session: Session, dir: String, hold: Duration) {
     let mutex = Mutex::new(&session, &dir);
     loop {
@@ -164,6 +181,7 @@ pub async fn run(args: &ContenderArgs) -> anyhow::Result<i32> {
     say("READY");
     let dir = format!("{base}/lock");
     for session in lockers {
+        tokio::spawn(report_reconnects(session.clone()));
         tasks.push(tokio::spawn(lock_loop(session, dir.clone(), hold)));
     }
     tasks.push(tokio::spawn(txn_loop(

@@ -107,15 +107,22 @@ fn micros(at: SystemTime) -> u64 {
 enum Kind {
     Lock,
     Txn,
+    /// A session reconnected (zkit's `Reconnected`, Curator's `RECONNECTED`): a diagnostic,
+    /// when the clients got a server back, apart from what they did with it.
+    Connected,
 }
 
+/// The kinds of work, whose progress each round waits for.
 const KINDS: [Kind; 2] = [Kind::Lock, Kind::Txn];
+/// What is measured after a kill.
+const MEASURED: [Kind; 3] = [Kind::Lock, Kind::Txn, Kind::Connected];
 
 impl Kind {
     fn word(self) -> &'static str {
         match self {
             Kind::Lock => "lock",
             Kind::Txn => "txn",
+            Kind::Connected => "connected",
         }
     }
 }
@@ -127,6 +134,8 @@ struct Events {
     exited: bool,
     lock: Vec<u64>,
     txn: Vec<u64>,
+    connected: Vec<u64>,
+    /// Failed lock operations, failed or aborted transactions.
     errors: [u64; 2],
     first_error: [Option<String>; 2],
 }
@@ -136,6 +145,7 @@ impl Events {
         match kind {
             Kind::Lock => &self.lock,
             Kind::Txn => &self.txn,
+            Kind::Connected => &self.connected,
         }
     }
 
@@ -147,6 +157,7 @@ impl Events {
         let kind = match kind {
             Some("lock") => Kind::Lock,
             Some("txn") => Kind::Txn,
+            Some("connected") => Kind::Connected,
             _ => {
                 if what == Some("READY") {
                     self.ready = true;
@@ -160,10 +171,11 @@ impl Events {
                     match kind {
                         Kind::Lock => self.lock.push(at),
                         Kind::Txn => self.txn.push(at),
+                        Kind::Connected => self.connected.push(at),
                     }
                 }
             }
-            Some("ERROR") => {
+            Some("ERROR") if kind != Kind::Connected => {
                 let i = kind as usize;
                 self.errors[i] += 1;
                 if self.first_error[i].is_none() {
@@ -317,7 +329,12 @@ fn secs(d: Duration) -> String {
 }
 
 /// The report's table (Markdown) and whether every target held.
-fn failover_table(lock: &Samples, txn: &Samples, errors: &[(&str, [u64; 2])]) -> (String, bool) {
+fn failover_table(
+    lock: &Samples,
+    txn: &Samples,
+    connected: &Samples,
+    errors: &[(&str, [u64; 2])],
+) -> (String, bool) {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -330,14 +347,22 @@ fn failover_table(lock: &Samples, txn: &Samples, errors: &[(&str, [u64; 2])]) ->
         (
             "the next acquired lock (zkit `Mutex` / Curator `InterProcessMutex`)",
             lock,
+            true,
         ),
         (
             "the next committed transaction: zkit's 2PC coordinator, 3 participants / Curator's \
              `transaction()` multi of 3 `setData` (Curator has no 2PC)",
             txn,
+            true,
+        ),
+        (
+            "diagnostic: the first session reconnected (zkit `Reconnected` / Curator \
+             `RECONNECTED`)",
+            connected,
+            false,
         ),
     ];
-    for (what, samples) in rows {
+    for (what, samples, has_target) in rows {
         let (z, c) = (stats(&samples.zkit), stats(&samples.curator));
         let cell = |s: Option<Stats>, f: fn(Stats) -> Duration, all: &[Option<Duration>]| {
             let missing = all.iter().filter(|s| s.is_none()).count();
@@ -352,14 +377,18 @@ fn failover_table(lock: &Samples, txn: &Samples, errors: &[(&str, [u64; 2])]) ->
                 let ratio = z.median.as_secs_f64() / c.median.as_secs_f64();
                 let missing = samples.zkit.iter().any(Option::is_none);
                 let held = ratio <= 1.0 && !missing;
-                all_held &= held;
-                (
-                    format!("{ratio:.2}×"),
-                    if held { "**held**" } else { "**NOT held**" }.to_string(),
-                )
+                let verdict = if !has_target {
+                    "(no target)"
+                } else if held {
+                    "**held**"
+                } else {
+                    "**NOT held**"
+                };
+                all_held &= held || !has_target;
+                (format!("{ratio:.2}×"), verdict.to_string())
             }
             _ => {
-                all_held = false;
+                all_held &= !has_target;
                 ("-".to_string(), "not measured".to_string())
             }
         };
@@ -423,10 +452,10 @@ pub async fn run(args: &FailoverArgs) -> anyhow::Result<i32> {
     eprintln!("ensemble: {connect}");
     let measured = measure(args, &ensemble, &connect, &classpath, &work, timeout).await;
     let stopped = ensemble.stop().await;
-    let (lock, txn, errors) = measured?;
+    let (lock, txn, connected, errors) = measured?;
     stopped?;
     let load_after = load_average();
-    let (table, held) = failover_table(&lock, &txn, &errors);
+    let (table, held) = failover_table(&lock, &txn, &connected, &errors);
     println!("{table}");
     println!(
         "target (zkit ≤ Curator): {}",
@@ -439,7 +468,7 @@ pub async fn run(args: &FailoverArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-type Measured = (Samples, Samples, Vec<(&'static str, [u64; 2])>);
+type Measured = (Samples, Samples, Samples, Vec<(&'static str, [u64; 2])>);
 
 /// Starts both contenders and runs the rounds.
 async fn measure(
@@ -482,8 +511,8 @@ async fn measure(
         ("zkit", zkit.stop().await.errors),
         ("Curator", curator.stop().await.errors),
     ];
-    let (lock, txn) = rounds?;
-    Ok((lock, txn, errors))
+    let (lock, txn, connected) = rounds?;
+    Ok((lock, txn, connected, errors))
 }
 
 async fn rounds(
@@ -491,9 +520,10 @@ async fn rounds(
     ensemble: &RunningEnsemble,
     contenders: [&Contender; 2],
     timeout: Duration,
-) -> anyhow::Result<(Samples, Samples)> {
+) -> anyhow::Result<(Samples, Samples, Samples)> {
     let mut lock = Samples::default();
     let mut txn = Samples::default();
+    let mut connected = Samples::default();
     let total = args.rounds.max(1);
     for round in 1..=total {
         // Progress of every kind on the whole ensemble before the kill.
@@ -518,12 +548,13 @@ async fn rounds(
         let counted_from = killed + u64::try_from(IN_FLIGHT_GRACE.as_micros()).unwrap_or(0);
         let mut line = format!("round {round}/{total}: member {leader} (leader) killed;");
         for (index, contender) in contenders.into_iter().enumerate() {
-            for kind in KINDS {
+            for kind in MEASURED {
                 let next = contender.next_event(kind, counted_from, timeout).await;
-                let sample = next.map(|at| Duration::from_micros(at - killed));
+                let sample = next.map(|at| Duration::from_micros(at.saturating_sub(killed)));
                 let samples = match kind {
                     Kind::Lock => &mut lock,
                     Kind::Txn => &mut txn,
+                    Kind::Connected => &mut connected,
                 };
                 let list = if index == 0 {
                     &mut samples.zkit
@@ -547,7 +578,7 @@ async fn rounds(
             ensemble.wait_whole(Duration::from_secs(90)).await?;
         }
     }
-    Ok((lock, txn))
+    Ok((lock, txn, connected))
 }
 
 fn report_section(
@@ -608,12 +639,15 @@ mod tests {
             "ERROR txn aborted: votes missing",
             "ERROR lock again",
             "EVENT lock notanumber",
+            "EVENT connected 120",
+            "ERROR connected not a kind of work",
         ] {
             e.apply(line);
         }
         assert!(e.ready && !e.exited);
         assert_eq!(e.lock, vec![100, 90]);
         assert_eq!(e.txn, vec![150]);
+        assert_eq!(e.connected, vec![120]);
         assert_eq!(e.errors, [2, 1]);
         assert_eq!(
             e.first_error[0].as_deref(),
@@ -657,7 +691,12 @@ mod tests {
             zkit: ms(&[3000, 3000]),
             curator: ms(&[2000, 2000]),
         };
-        let (table, held) = failover_table(&lock, &txn, &[("zkit", [0, 3]), ("Curator", [7, 2])]);
+        let slow = Samples {
+            zkit: ms(&[900]),
+            curator: ms(&[300]),
+        };
+        let (table, held) =
+            failover_table(&lock, &txn, &slow, &[("zkit", [0, 3]), ("Curator", [7, 2])]);
         assert!(!held, "{table}");
         let lock_row = table.lines().find(|l| l.contains("acquired lock")).unwrap();
         assert!(
@@ -676,11 +715,13 @@ mod tests {
         );
         // A round where zkit saw no event: shown, and the target is not held.
         txn.zkit = vec![Some(Duration::from_millis(100)), None];
-        let (table, held) = failover_table(&lock, &txn, &[]);
+        let (table, held) = failover_table(&lock, &txn, &slow, &[]);
         assert!(!held);
         assert!(table.contains("(1 of 2 rounds: none)"), "{table}");
-        let (_, held) = failover_table(&lock, &lock, &[]);
-        assert!(held);
+        // The diagnostic row has no target: 3× slower there still holds.
+        let (table, held) = failover_table(&lock, &lock, &slow, &[]);
+        assert!(held, "{table}");
+        assert!(table.contains("3.00× | (no target) |"), "{table}");
     }
 
     #[test]
