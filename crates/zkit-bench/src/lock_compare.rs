@@ -19,6 +19,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::compare::machine::{load_average, machine_description};
+use crate::ensemble::RunningEnsemble;
 use crate::load::{run_lock, LockRow as BenchRow};
 use crate::servers::{free_port, zkit_binary, RunningServer};
 
@@ -83,6 +85,17 @@ pub struct LockCompareArgs {
     /// next to this executable, else `zkit` on PATH].
     #[arg(long)]
     pub zkit: Option<PathBuf>,
+    /// Run every implementation against a private Apache ZooKeeper ensemble of this many
+    /// members (3 when given without a number), every client with all members in its connect
+    /// string, instead of a standalone Apache ZooKeeper and a `zkit serve`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "3", value_name = "N")]
+    pub ensemble: Option<usize>,
+    /// Replace this run's section of this Markdown report (created when missing).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// The command line to record in the report [default: this process's own].
+    #[arg(long, env = "ZKIT_BENCH_COMMAND", hide = true)]
+    pub command_line: Option<String>,
 }
 
 /// The servers the comparison started (each stops on drop, also on error paths).
@@ -187,11 +200,18 @@ async fn run_foreign(
 
 /// Compiles the Curator program once; returns the classpath to run it with.
 async fn compile_curator(work: &Path) -> Result<String, String> {
+    compile_java(work, "CuratorLockBench", CURATOR_BENCH).await
+}
+
+/// Compiles `source` (the Java class `class`) against Curator's jars into `work/curator`;
+/// returns the classpath to run it with.
+pub(crate) async fn compile_java(work: &Path, class: &str, source: &str) -> Result<String, String> {
     let classpath = curator_classpath()?;
     let dir = work.join("curator");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let source = dir.join("CuratorLockBench.java");
-    std::fs::write(&source, CURATOR_BENCH).map_err(|e| e.to_string())?;
+    let text = source;
+    let source = dir.join(format!("{class}.java"));
+    std::fs::write(&source, text).map_err(|e| e.to_string())?;
     let status = tokio::process::Command::new("javac")
         .arg("-cp")
         .arg(&classpath)
@@ -338,8 +358,38 @@ fn fmt_ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
 
+/// Which columns the ratio lines compare: `ours` / `curator` against `target`, and the
+/// informative `ours` / `kazoo` line (indices into the columns).
+struct Ratios {
+    targets: Vec<(usize, f64)>,
+    curator: usize,
+    kazoo: (usize, usize),
+}
+
+impl Ratios {
+    /// Against one Apache standalone: zkit-on-Apache ≥ 1.5 × Curator, zkit-on-zkit ≥ 3 ×.
+    fn standalone() -> Ratios {
+        // columns: 0 zkit-on-zkit, 1 zkit-on-Apache, 2 Curator-on-Apache, 3 kazoo-on-Apache.
+        Ratios {
+            targets: vec![(1, 1.5), (0, 3.0)],
+            curator: 2,
+            kazoo: (1, 3),
+        }
+    }
+
+    /// On an ensemble: zkit ≥ 1.5 × Curator.
+    fn ensemble() -> Ratios {
+        // columns: 0 zkit, 1 Curator, 2 kazoo (all on the ensemble).
+        Ratios {
+            targets: vec![(0, 1.5)],
+            curator: 1,
+            kazoo: (0, 2),
+        }
+    }
+}
+
 /// The comparison table (one line per client count and implementation) and the target lines.
-fn compare_table(columns: &[Column], clients: &[usize]) -> (String, bool) {
+fn compare_table(columns: &[Column], clients: &[usize], ratios: &Ratios) -> (String, bool) {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(
@@ -377,14 +427,19 @@ fn compare_table(columns: &[Column], clients: &[usize]) -> (String, bool) {
         }
     }
     let _ = writeln!(out);
+    let name = |i: usize| columns.get(i).map_or("?", |c| c.name);
+    let width = ratios
+        .targets
+        .iter()
+        .map(|&(i, _)| name(i).len())
+        .chain([name(ratios.kazoo.0).len()])
+        .max()
+        .unwrap_or(0);
     let mut all_held = true;
-    // columns: 0 zkit-on-zkit, 1 zkit-on-Apache, 2 Curator-on-Apache, 3 kazoo-on-Apache.
     for &n in clients {
-        let curator = columns.get(2).and_then(|c| c.at(n));
-        for (index, target, what) in [
-            (1usize, 1.5, "zkit-on-Apache / Curator-on-Apache"),
-            (0usize, 3.0, "zkit-on-zkit   / Curator-on-Apache"),
-        ] {
+        let curator = columns.get(ratios.curator).and_then(|c| c.at(n));
+        for &(index, target) in &ratios.targets {
+            let what = format!("{:<width$} / {}", name(index), name(ratios.curator));
             let ours = columns.get(index).and_then(|c| c.at(n));
             let line = match (ours, curator) {
                 (Some(ours), Some(curator)) if curator.rate > 0.0 => {
@@ -403,23 +458,52 @@ fn compare_table(columns: &[Column], clients: &[usize]) -> (String, bool) {
             };
             let _ = writeln!(out, "{n:>2} clients  {what}: {line}");
         }
-        let kazoo = columns.get(3).and_then(|c| c.at(n));
-        let ours = columns.get(1).and_then(|c| c.at(n));
-        if let (Some(ours), Some(kazoo)) = (ours, kazoo) {
-            if kazoo.rate > 0.0 {
-                let _ = writeln!(
-                    out,
-                    "{n:>2} clients  zkit-on-Apache / kazoo-on-Apache:   {:.2}x",
-                    ours.rate / kazoo.rate
-                );
+        let (ours, kazoo) = ratios.kazoo;
+        let kazoo_row = columns.get(kazoo).and_then(|c| c.at(n));
+        let ours_row = columns.get(ours).and_then(|c| c.at(n));
+        if let (Some(o), Some(k)) = (ours_row, kazoo_row) {
+            if k.rate > 0.0 {
+                let what = format!("{:<width$} / {}", name(ours), name(kazoo));
+                let _ = writeln!(out, "{n:>2} clients  {what}:   {:.2}x", o.rate / k.rate);
             }
         }
     }
     (out, all_held)
 }
 
+/// One implementation under test and where it runs.
+enum Contender {
+    /// `zkit bench lock` against this connect string.
+    Zkit(String),
+    /// The Curator program.
+    Curator(String),
+    /// The kazoo script.
+    Kazoo(String),
+}
+
+/// What the comparison runs against: its own standalone servers, or an ensemble.
+enum Setup {
+    Standalone(Box<Servers>),
+    Ensemble(RunningEnsemble),
+}
+
+impl Setup {
+    async fn stop(self) -> anyhow::Result<()> {
+        match self {
+            Setup::Standalone(servers) => servers.stop().await,
+            Setup::Ensemble(ensemble) => ensemble.stop().await,
+        }
+    }
+}
+
 /// Runs `zkit-bench lock-compare`.
 pub async fn run(args: &LockCompareArgs) -> anyhow::Result<i32> {
+    let command_line = args.command_line.clone().unwrap_or_else(|| {
+        std::env::args()
+            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
     let zkit = zkit_binary(args.zkit.as_deref());
     let temp;
     let work = match &args.work_dir {
@@ -435,77 +519,66 @@ pub async fn run(args: &LockCompareArgs) -> anyhow::Result<i32> {
         }
     };
     let clients: Vec<usize> = args.clients.iter().map(|&n| n.max(1)).collect();
-    eprintln!(
-        "starting Apache ZooKeeper and zkit serve under {}",
-        work.display()
-    );
-    let servers = Servers::start(args, &zkit, &work).await?;
-    eprintln!(
-        "zkit serve on {} (fsync always), Apache ZooKeeper on {} (forceSync=yes); {} s per count, release {:?}",
-        servers.zkit_addr, servers.apache_addr, args.seconds, args.release
-    );
-    // A freshly started JVM serves its first ~10 seconds cold (JIT: a single client's rate on
-    // it triples meanwhile), and zkit-on-Apache runs first: warm both servers until the rate is
-    // steady, so that the order does not decide.
-    for addr in [&servers.apache_addr, &servers.zkit_addr] {
-        let rounds = warm_up(&zkit, addr, args.release)
-            .await
-            .with_context(|| format!("warm-up on {addr}"))?;
-        eprintln!("  warm-up on {addr}: steady after {rounds} rounds");
-    }
-    let classpath = compile_curator(&work).await;
-    let mut zkit_on_zkit = Runs(Ok(Vec::new()));
-    let mut zkit_on_apache = Runs(Ok(Vec::new()));
-    let mut curator = Runs(classpath.clone().map(|_| Vec::new()));
-    let mut kazoo = Runs(Ok(Vec::new()));
-    for round in 1..=args.rounds.max(1) {
-        eprintln!("round {round} of {}", args.rounds.max(1));
-        for &n in &clients {
-            // A failed implementation is not run again.
-            if !zkit_on_zkit.failed() {
-                zkit_on_zkit
-                    .add(run_zkit(&zkit, "zkit-on-zkit", &servers.zkit_addr, n, args).await);
-            }
-            if !zkit_on_apache.failed() {
-                zkit_on_apache
-                    .add(run_zkit(&zkit, "zkit-on-Apache", &servers.apache_addr, n, args).await);
-            }
-            if let (Ok(classpath), false) = (&classpath, curator.failed()) {
-                let n = n.to_string();
-                curator.add(run_curator(classpath, &servers.apache_addr, &n, args.seconds).await);
-            }
-            if !kazoo.failed() {
-                let n = n.to_string();
-                kazoo.add(run_kazoo(&work, &servers.apache_addr, &n, args.seconds).await);
-            }
+    let load_before = load_average();
+    let (setup, contenders, ratios) = match args.ensemble {
+        Some(members) => {
+            eprintln!(
+                "starting an Apache ZooKeeper ensemble of {members} under {}",
+                work.display()
+            );
+            let ensemble =
+                RunningEnsemble::start(&args.apache_zk_script, &work.join("ensemble"), members)
+                    .await?;
+            let connect = ensemble.connect_string().to_string();
+            eprintln!(
+                "ensemble on {connect} (forceSync=yes), every client given all members; {} s per count, release {:?}",
+                args.seconds, args.release
+            );
+            (
+                Setup::Ensemble(ensemble),
+                vec![
+                    ("zkit-on-ensemble", Contender::Zkit(connect.clone())),
+                    ("Curator-on-ensemble", Contender::Curator(connect.clone())),
+                    ("kazoo-on-ensemble", Contender::Kazoo(connect)),
+                ],
+                Ratios::ensemble(),
+            )
         }
-    }
-    servers.stop().await?;
-    let (zkit_on_zkit, zkit_on_apache, curator, kazoo) = (
-        zkit_on_zkit.medians(&clients),
-        zkit_on_apache.medians(&clients),
-        curator.medians(&clients),
-        kazoo.medians(&clients),
-    );
-    let columns = [
-        Column {
-            name: "zkit-on-zkit",
-            rows: zkit_on_zkit,
-        },
-        Column {
-            name: "zkit-on-Apache",
-            rows: zkit_on_apache,
-        },
-        Column {
-            name: "Curator-on-Apache",
-            rows: curator,
-        },
-        Column {
-            name: "kazoo-on-Apache",
-            rows: kazoo,
-        },
-    ];
-    let (table, held) = compare_table(&columns, &clients);
+        None => {
+            eprintln!(
+                "starting Apache ZooKeeper and zkit serve under {}",
+                work.display()
+            );
+            let servers = Servers::start(args, &zkit, &work).await?;
+            eprintln!(
+                "zkit serve on {} (fsync always), Apache ZooKeeper on {} (forceSync=yes); {} s per count, release {:?}",
+                servers.zkit_addr, servers.apache_addr, args.seconds, args.release
+            );
+            let (z, a) = (servers.zkit_addr.clone(), servers.apache_addr.clone());
+            (
+                Setup::Standalone(Box::new(servers)),
+                vec![
+                    ("zkit-on-zkit", Contender::Zkit(z)),
+                    ("zkit-on-Apache", Contender::Zkit(a.clone())),
+                    ("Curator-on-Apache", Contender::Curator(a.clone())),
+                    ("kazoo-on-Apache", Contender::Kazoo(a)),
+                ],
+                Ratios::standalone(),
+            )
+        }
+    };
+    let measured = measure_all(args, &zkit, &work, &clients, &contenders).await;
+    setup.stop().await?;
+    let load_after = load_average();
+    let columns: Vec<Column> = contenders
+        .iter()
+        .zip(measured?)
+        .map(|((name, _), runs)| Column {
+            name,
+            rows: runs.medians(&clients),
+        })
+        .collect();
+    let (table, held) = compare_table(&columns, &clients, &ratios);
     println!(
         "median of {} rounds per cell (each round's figures are on stderr above)",
         args.rounds.max(1)
@@ -515,7 +588,115 @@ pub async fn run(args: &LockCompareArgs) -> anyhow::Result<i32> {
         "targets: {}",
         if held { "all held" } else { "NOT all held" }
     );
+    if let Some(path) = &args.output {
+        let (section, body) =
+            report_section(args, &command_line, &table, &load_before, &load_after);
+        crate::section::write_section(path, section, &body)?;
+    }
     Ok(0)
+}
+
+/// Warms the servers up and runs every contender, round after round.
+async fn measure_all(
+    args: &LockCompareArgs,
+    zkit: &Path,
+    work: &Path,
+    clients: &[usize],
+    contenders: &[(&'static str, Contender)],
+) -> anyhow::Result<Vec<Runs>> {
+    // A freshly started JVM serves its first ~10 seconds cold (JIT: a single client's rate on
+    // it triples meanwhile), and zkit runs first: warm every server until the rate is steady,
+    // so that the order does not decide.
+    let mut warmed = Vec::new();
+    for (_, contender) in contenders {
+        if let Contender::Zkit(addr) = contender {
+            if warmed.contains(addr) {
+                continue;
+            }
+            let rounds = warm_up(zkit, addr, args.release)
+                .await
+                .with_context(|| format!("warm-up on {addr}"))?;
+            eprintln!("  warm-up on {addr}: steady after {rounds} rounds");
+            warmed.push(addr.clone());
+        }
+    }
+    let classpath = compile_curator(work).await;
+    let mut runs: Vec<Runs> = contenders
+        .iter()
+        .map(|(_, contender)| match contender {
+            Contender::Curator(_) => Runs(classpath.clone().map(|_| Vec::new())),
+            _ => Runs(Ok(Vec::new())),
+        })
+        .collect();
+    for round in 1..=args.rounds.max(1) {
+        eprintln!("round {round} of {}", args.rounds.max(1));
+        for &n in clients {
+            for ((name, contender), runs) in contenders.iter().zip(runs.iter_mut()) {
+                // A failed implementation is not run again.
+                if runs.failed() {
+                    continue;
+                }
+                let count = n.to_string();
+                let result = match (contender, &classpath) {
+                    (Contender::Zkit(addr), _) => run_zkit(zkit, name, addr, n, args).await,
+                    (Contender::Curator(addr), Ok(classpath)) => {
+                        run_curator(classpath, addr, &count, args.seconds).await
+                    }
+                    (Contender::Curator(_), Err(why)) => Err(why.clone()),
+                    (Contender::Kazoo(addr), _) => {
+                        run_kazoo(work, addr, &count, args.seconds).await
+                    }
+                };
+                runs.add(result);
+            }
+        }
+    }
+    Ok(runs)
+}
+
+/// The report section (its name and text) of this run.
+fn report_section(
+    args: &LockCompareArgs,
+    command_line: &str,
+    table: &str,
+    load_before: &str,
+    load_after: &str,
+) -> (&'static str, String) {
+    let (name, title, setup) = match args.ensemble {
+        Some(members) => (
+            "lock-compare-ensemble",
+            format!("## Locks on a {members}-member ensemble: zkit vs Curator vs kazoo"),
+            format!(
+                "A private ensemble of {members} Apache ZooKeeper 3.8 members (scripts/apache-zk: \
+                 tickTime 500 ms, forceSync), every client given the connect string with all \
+                 members."
+            ),
+        ),
+        None => (
+            "lock-compare",
+            "## Locks on one server: zkit vs Curator vs kazoo".to_string(),
+            "A private Apache ZooKeeper 3.8 standalone (forceSync) and a `zkit serve` (fsync \
+             always)."
+                .to_string(),
+        ),
+    };
+    let body = format!(
+        "{title}\n\n\
+         Generated by `zkit-bench lock-compare`. Command:\n\n```\n{command_line}\n```\n\n\
+         - {machine}; load average before/after: {load_before} / {load_after} (a shared \
+         machine: read the ratios)\n\
+         - {setup}\n\
+         - Acquire+release cycles of one lock, each client its own session, {seconds} s per \
+         client count, median of {rounds} rounds per cell; zkit: `zkit bench lock --release {release}` \
+         (the `zkit` binary under test); Curator 5 `InterProcessMutex` (Debian's \
+         libcurator-recipes-java); kazoo `Lock` (python3-kazoo)\n\n\
+         ```\n{table}```\n",
+        machine = machine_description(),
+        seconds = args.seconds,
+        rounds = args.rounds.max(1),
+        release = args.release.arg(),
+    );
+    (name, body)
 }
 
 #[cfg(test)]
@@ -584,7 +765,7 @@ mod tests {
                 rows: Err("no kazoo".into()),
             },
         ];
-        let (table, held) = compare_table(&columns, &[1]);
+        let (table, held) = compare_table(&columns, &[1], &Ratios::standalone());
         assert!(!held, "1.4x misses the 1.5x target");
         assert!(
             table.contains("1.40x (target >= 1.5x: NOT held)"),
@@ -595,5 +776,41 @@ mod tests {
             table.contains("kazoo-on-Apache: not measured: no kazoo"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn ensemble_table_compares_zkit_with_curator_and_kazoo() {
+        let columns = [
+            Column {
+                name: "zkit-on-ensemble",
+                rows: Ok(vec![row(1, 1600.0), row(4, 1000.0)]),
+            },
+            Column {
+                name: "Curator-on-ensemble",
+                rows: Ok(vec![row(1, 1000.0), row(4, 1000.0)]),
+            },
+            Column {
+                name: "kazoo-on-ensemble",
+                rows: Ok(vec![row(1, 400.0)]),
+            },
+        ];
+        let (table, held) = compare_table(&columns, &[1, 4], &Ratios::ensemble());
+        assert!(!held, "1.0x at 4 clients misses the target: {table}");
+        assert!(
+            table.contains(
+                " 1 clients  zkit-on-ensemble / Curator-on-ensemble: 1.60x (target >= 1.5x: held)"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(" 4 clients  zkit-on-ensemble / Curator-on-ensemble: 1.00x (target >= 1.5x: NOT held)"),
+            "{table}"
+        );
+        assert!(
+            table.contains(" 1 clients  zkit-on-ensemble / kazoo-on-ensemble:   4.00x"),
+            "{table}"
+        );
+        // No zkit-on-zkit target on an ensemble.
+        assert!(!table.contains("3x"), "{table}");
     }
 }

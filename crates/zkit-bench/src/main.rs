@@ -8,6 +8,10 @@
 //!   `docs/PERFORMANCE.md`.
 //! - [`lock_compare`]: `zkit-bench lock-compare`, zkit's Mutex on both servers against
 //!   Curator's `InterProcessMutex` and kazoo's `Lock` on Apache.
+//! - [`failover`]: `zkit-bench failover`, time from an ensemble leader's kill -9 to the next
+//!   lock and the next transaction, zkit against Curator; [`ensemble`]: the private ensemble
+//!   it (and `lock-compare --ensemble`) runs on; [`section`]: the generated sections of
+//!   docs/PERFORMANCE-ENSEMBLE.md.
 //! - [`servers`]: starting, measuring and stopping the servers under test.
 //! - [`load`]: running `zkit bench server --json` / `zkit bench lock --json` and reading their
 //!   figures.
@@ -29,6 +33,8 @@
 #[path = "../../zkit-cli/src/cmd/bench_common.rs"]
 mod bench_common;
 mod compare;
+mod ensemble;
+mod failover;
 mod load;
 mod lock_compare;
 // The zkit binary's own plotting module, included rather than copied; its histogram helper is
@@ -36,6 +42,7 @@ mod lock_compare;
 #[allow(dead_code)]
 #[path = "../../zkit-cli/src/cmd/plot.rs"]
 mod plot;
+mod section;
 mod servers;
 
 use std::process::ExitCode;
@@ -57,6 +64,12 @@ enum Command {
     Compare(compare::BenchCompareArgs),
     /// zkit's lock on `zkit serve` and on Apache ZooKeeper against Curator and kazoo.
     LockCompare(lock_compare::LockCompareArgs),
+    /// Time from an ensemble leader's kill -9 to the next acquired lock and the next committed
+    /// transaction, zkit against Curator.
+    Failover(failover::FailoverArgs),
+    /// The zkit side of `failover` (run by it as a child process).
+    #[command(hide = true)]
+    FailoverContender(failover::contender::ContenderArgs),
 }
 
 #[tokio::main]
@@ -65,6 +78,8 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Compare(args) => compare::run_compare(args).await,
         Command::LockCompare(args) => lock_compare::run(&args).await,
+        Command::Failover(args) => failover::run(&args).await,
+        Command::FailoverContender(args) => failover::contender::run(&args).await,
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,

@@ -63,7 +63,7 @@ pub(super) fn mib(bytes: u64) -> String {
 }
 
 /// This machine, for the report.
-pub(super) fn machine_description() -> String {
+pub(crate) fn machine_description() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
@@ -86,13 +86,13 @@ pub(super) fn machine_description() -> String {
     )
 }
 
-pub(super) fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "?".into())
 }
 
-pub(super) fn java_version() -> String {
+pub(crate) fn java_version() -> String {
     std::process::Command::new("java")
         .arg("-version")
         .output()

@@ -15,7 +15,7 @@ mod args;
 mod doc;
 mod figures;
 mod harness;
-mod machine;
+pub(crate) mod machine;
 mod phases;
 mod table;
 
