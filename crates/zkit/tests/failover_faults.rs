@@ -41,6 +41,11 @@ struct Record {
     states: std::sync::Mutex<Vec<SessionState>>,
     /// The server the latest holder's session was connected to when it acquired.
     holder_server: std::sync::Mutex<Option<String>>,
+    /// Holders whose acquisition number (1, 2, …) is at least this stay inside after their
+    /// `hold` until it is set back to 0 (or their lost-signal fires): a fault can then be
+    /// injected while a holder is known to hold, however long injecting it takes. `0` (the
+    /// default) is read as "none".
+    pin_from: AtomicUsize,
 }
 
 /// Starts the contenders; they loop until `stop`, holding the lock for `hold` each time.
@@ -86,11 +91,17 @@ async fn contend(
                     .expect("tokens")
                     .push(guard.fencing_token());
                 *record.holder_server.lock().expect("holder") = session.client().connected_server();
-                record.acquired.fetch_add(1, Ordering::SeqCst);
+                let number = record.acquired.fetch_add(1, Ordering::SeqCst) + 1;
                 let lost = guard.lost();
+                let held = async {
+                    tokio::time::sleep(hold).await;
+                    while (1..=number).contains(&record.pin_from.load(Ordering::SeqCst)) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                };
                 tokio::select! {
-                    _ = tokio::time::sleep(hold) => {}
-                    _ = lost.cancelled() => {
+                    () = held => {}
+                    () = lost.cancelled() => {
                         record.lost.fetch_add(1, Ordering::SeqCst);
                     }
                 }
@@ -224,8 +235,9 @@ async fn ensemble_fault_connected_member_killed() {
     let ensemble = Ensemble::start(3).await.expect("ensemble");
     let record = Arc::new(Record::default());
     let stop = Arc::new(AtomicBool::new(false));
-    // Long enough that the kill below lands while the holder is inside.
-    let hold = Duration::from_millis(500);
+    // The holder of each round's fresh acquisition is pinned (see `Record::pin_from`) until
+    // its member is killed.
+    let hold = HOLD;
     let tasks = contend(
         ensemble.connect_string(),
         "/fault-connected",
@@ -237,8 +249,9 @@ async fn ensemble_fault_connected_member_killed() {
     progress(&record, 4, "before the fault").await;
     for round in 0..kills {
         let leader = ensemble.leader().await.ok();
-        // A fresh acquisition: its holder stays inside for `hold`; kill its session's member.
+        // A fresh acquisition, pinned inside: kill its session's member.
         let seen = record.acquired.load(Ordering::SeqCst);
+        record.pin_from.store(seen + 1, Ordering::SeqCst);
         let limit = Instant::now() + Duration::from_secs(20);
         while record.acquired.load(Ordering::SeqCst) == seen {
             assert!(Instant::now() < limit, "no acquisition");
@@ -261,6 +274,7 @@ async fn ensemble_fault_connected_member_killed() {
                 && record.acquired.load(Ordering::SeqCst) == acquisition,
             "the kill did not land while the holder was inside"
         );
+        record.pin_from.store(0, Ordering::SeqCst);
         eprintln!(
             "round {round}: killed member {member} (leader: {})",
             leader == Some(member)
