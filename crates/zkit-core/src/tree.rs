@@ -19,6 +19,7 @@
 //!   mutation copies only the record it touches (`Arc` copy-on-write).
 
 mod record;
+pub(crate) mod stored;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
@@ -32,6 +33,7 @@ use crate::path::{self, CONFIG_PATH, PROC_PATH, QUOTA_PATH};
 
 pub use record::Meta;
 use record::Record;
+use stored::StoredStat;
 
 /// The tree's hasher: foldhash with a fixed seed ([`Config::hash_seed`]), so that the tree
 /// does exactly the same work for the same inputs (no per-process OS randomness in the core).
@@ -753,7 +755,7 @@ impl DataTree {
         p: &str,
         data: Option<&[u8]>,
         acl: &[Acl],
-        stored: &crate::image::StoredStat,
+        stored: &StoredStat,
     ) -> Result<(), String> {
         if p != "/" && path::validate_path(p).is_err() {
             return Err(format!("invalid path {p:?}"));

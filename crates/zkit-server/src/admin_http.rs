@@ -16,14 +16,11 @@
 //! the commands, as before).
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -34,27 +31,13 @@ use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
+use crate::admin_handler::AdminBody;
 use crate::error::Error;
 use crate::four_letter::views::{self, ConnInfo, ConnView, MonitorValue, TreeDigest, WatchView};
 use crate::four_letter::{core_stats, inspect};
 use crate::metrics::CoreGauges;
 use crate::shared::Shared;
 use zkit_core::Stats;
-
-/// The body of an admin response: a whole buffer, or a stream (server-sent events).
-pub type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
-
-/// Serves the admin paths zkit-server does not serve itself (everything but `/metrics`,
-/// `/commands` and `/commands/<name>`), for any method: set it in
-/// [`crate::ServerConfig::admin_extra`]. zkit-server knows nothing of what it serves.
-pub trait AdminHandler: Send + Sync + std::fmt::Debug {
-    /// Answers one request. Called on the admin connection's task; it may take its time
-    /// (a long-lived stream is fine: the connection ends when the server shuts down).
-    fn handle(
-        &self,
-        req: Request<Incoming>,
-    ) -> Pin<Box<dyn Future<Output = Response<AdminBody>> + Send>>;
-}
 
 /// Binds the admin listener; returns it with its real address (port 0 picks one).
 pub(crate) async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), Error> {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admin_http::AdminHandler;
+use crate::admin_handler::AdminHandler;
 use crate::storage::durable::DurableOptions;
 pub use crate::storage::wal::FsyncMode;
 use crate::storage::wal::WalOptions;

@@ -34,8 +34,8 @@
 //! - `metrics`: counters shared by connections, the pipeline and the four-letter words, and
 //!   their Prometheus rendering.
 //! - [`limits`]: connections per client IP, requests in flight per connection.
-//! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`), and
-//!   the [`AdminHandler`] hook that serves its other paths (the dashboard).
+//! - `admin_http`: the optional HTTP admin endpoint (`/metrics`, `/commands/<name>`);
+//!   `admin_handler`: the [`AdminHandler`] hook that serves its other paths (the dashboard).
 //! - `error`: [`Error`], why a server could not start or stopped.
 //! - [`zoo_cfg`]: reads `zoo.cfg` (and its TOML form) into a [`ServerConfig`].
 //! - [`apache_import`]: an Apache ZooKeeper data dir (snapshot + txn logs) into a fresh zkit
@@ -52,6 +52,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod admin_handler;
 mod admin_http;
 pub mod apache_import;
 pub mod config;
@@ -72,7 +73,7 @@ mod to_core;
 mod x509_name;
 pub mod zoo_cfg;
 
-pub use admin_http::{AdminBody, AdminHandler};
+pub use admin_handler::{AdminBody, AdminHandler};
 pub use config::{FourLetterWhitelist, FsyncMode, ServerConfig};
 pub use error::Error;
 pub use limits::Limits;

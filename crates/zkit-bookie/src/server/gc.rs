@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use super::Shared;
+use super::shared::Shared;
 use crate::registration::RegistrationManager;
 
 /// Deletes the data of ledgers whose metadata is gone and reclaims its space, every `every`

@@ -18,12 +18,13 @@
 //! recovers from the journal).
 
 mod gc;
+mod shared;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -36,8 +37,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::cookie::{self, Cookie, CookieError};
-use crate::core::{Ack, BookieCore};
-use crate::metrics::{self, Gauges, Metrics};
+use crate::core::BookieCore;
+use crate::metrics::{self, Metrics};
 use crate::protocol::entry::MasterKey;
 use crate::protocol::{
     self, BookieInfo, Decoded, LongPollRequest, Op, ReadRequest, Request, RequestOp, Response,
@@ -45,6 +46,8 @@ use crate::protocol::{
 };
 use crate::registration::{RegistrationError, RegistrationManager};
 use crate::storage::{FileStorage, FileStorageOptions, Storage, StorageError};
+
+use shared::{Locked, Shared};
 
 /// How to run a bookie.
 #[derive(Debug, Clone)]
@@ -134,90 +137,6 @@ pub enum BookieError {
     /// The configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),
-}
-
-struct Locked {
-    core: BookieCore,
-    /// LAC watchers of long polls, per ledger; updated under the same lock as the core so a
-    /// long poll never misses the add that would have woken it.
-    lac: HashMap<i64, watch::Sender<i64>>,
-}
-
-struct Shared {
-    locked: Mutex<Locked>,
-    storage: Arc<dyn Storage>,
-    metrics: Metrics,
-    stop: CancellationToken,
-    max_frame: usize,
-    max_in_flight: usize,
-    min_free: u64,
-    writable_free: u64,
-    forced_read_only: AtomicBool,
-    disk_read_only: AtomicBool,
-    /// An fsync failed: read-only until restart.
-    poisoned: AtomicBool,
-    /// Effective read-only state.
-    mode: watch::Sender<bool>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Locked> {
-        self.locked.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn update_mode(&self) {
-        let ro = self.forced_read_only.load(Relaxed)
-            || self.disk_read_only.load(Relaxed)
-            || self.poisoned.load(Relaxed);
-        self.lock().core.set_read_only(ro);
-        self.mode.send_if_modified(|m| {
-            let changed = *m != ro;
-            if changed {
-                info!(read_only = ro, "bookie mode changed");
-            }
-            *m = ro;
-            changed
-        });
-    }
-
-    fn storage_failed(&self, e: &StorageError) {
-        match e {
-            StorageError::DiskFull(_) => {
-                warn!(error = %e, "disk full: switching to read-only");
-                self.disk_read_only.store(true, Relaxed);
-            }
-            StorageError::Stopped => return,
-            _ => {
-                warn!(error = %e, "storage failed: read-only until restart");
-                self.poisoned.store(true, Relaxed);
-            }
-        }
-        self.update_mode();
-    }
-
-    /// Marks a pending group durable, waking long polls when the LAC moved.
-    fn committed(&self, ack: &Ack) {
-        let mut l = self.lock();
-        if let Some(lac) = l.core.committed(ack) {
-            if let Some(tx) = l.lac.get(&ack.ledger_id) {
-                tx.send_replace(lac);
-            }
-        }
-    }
-
-    fn gauges(&self) -> Gauges {
-        let usage = self.storage.disk_usage();
-        let stats = self.storage.stats();
-        let l = self.lock();
-        Gauges {
-            ledgers: l.core.ledger_count(),
-            entries: l.core.entry_count(),
-            disk_used: usage.used_bytes,
-            disk_free: usage.free_bytes,
-            read_only: l.core.read_only(),
-            checkpoints: stats.checkpoints,
-        }
-    }
 }
 
 /// A running bookie. Dropping it without [`Bookie::stop`] stops serving (in the background)
