@@ -99,6 +99,7 @@ pub mod discovery;
 pub mod distributed_queue;
 pub mod election;
 pub mod error;
+mod format;
 pub mod group;
 pub mod ledger;
 pub mod lock;

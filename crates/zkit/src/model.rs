@@ -46,47 +46,7 @@ use crate::error::{Error, Result};
 use crate::retry::{retry, RetryPolicy};
 use crate::session::Session;
 
-/// How a value is encoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
-    /// JSON (`serde_json`).
-    Json,
-    /// TOML (`toml`); the value must serialize to a table (or sit in a schema envelope).
-    Toml,
-}
-
-impl Format {
-    /// Encodes `value`; `what` names it in the error.
-    ///
-    /// # Errors
-    /// [`Error::BadArguments`] when it does not serialize in this format.
-    pub fn encode<T: Serialize + ?Sized>(self, what: &str, value: &T) -> Result<Vec<u8>> {
-        match self {
-            Format::Json => serde_json::to_vec(value)
-                .map_err(|e| Error::BadArguments(format!("serializing {what} as JSON: {e}"))),
-            Format::Toml => toml::to_string(value)
-                .map(String::into_bytes)
-                .map_err(|e| Error::BadArguments(format!("serializing {what} as TOML: {e}"))),
-        }
-    }
-
-    /// Decodes a `T`; `what` names it in the error.
-    ///
-    /// # Errors
-    /// [`Error::Unexpected`] when the bytes are not this format's encoding of a `T`.
-    pub fn decode<T: DeserializeOwned>(self, what: &str, bytes: &[u8]) -> Result<T> {
-        match self {
-            Format::Json => serde_json::from_slice(bytes)
-                .map_err(|e| Error::Unexpected(format!("{what} is not the expected JSON: {e}"))),
-            Format::Toml => {
-                let text = std::str::from_utf8(bytes)
-                    .map_err(|e| Error::Unexpected(format!("{what} is not UTF-8: {e}")))?;
-                toml::from_str(text)
-                    .map_err(|e| Error::Unexpected(format!("{what} is not the expected TOML: {e}")))
-            }
-        }
-    }
-}
+pub use crate::format::Format;
 
 /// A schema: a name and a version, stored with every value and checked on every read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -532,6 +492,26 @@ async fn upsert(client: &zk::Client, path: &str, bytes: &[u8]) -> Result<i32> {
             }
             Err(err) => return Err(err.into()),
         }
+    }
+}
+
+/// The store side of a [`Model`]: defined here so that the configuration store does not
+/// depend on the model built on its caches.
+impl crate::config::ConfigStore {
+    /// A typed [`Model`] of `key` in `format`, with the store's retry policy. Without a
+    /// schema it reads and writes exactly what [`crate::config::ConfigStore::write_json`] /
+    /// [`crate::config::ConfigStore::write_toml`] do; add one with [`Model::with_schema`] to have
+    /// every value carry and check it (see [`crate::model`]).
+    ///
+    /// # Errors
+    /// As [`crate::config::resolve_key`].
+    pub fn model<T: Serialize + DeserializeOwned>(
+        &self,
+        key: &str,
+        format: Format,
+    ) -> Result<Model<T>> {
+        Ok(Model::new(&self.session, &self.path_of(key)?, format)?
+            .with_retry_policy(self.policy.clone()))
     }
 }
 

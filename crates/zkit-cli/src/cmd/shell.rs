@@ -12,7 +12,7 @@
 //!   before the command's reply).
 //! - On a terminal: line editing, a history file (`$ZKIT_SHELL_HISTORY`, else
 //!   `$XDG_DATA_HOME/zkit/shell_history` or `~/.local/share/zkit/shell_history`, at most
-//!   [`HISTORY_SIZE`] lines) and tab completion of command names and znode paths (the server is
+//!   [`shell_complete::HISTORY_SIZE`] lines) and tab completion of command names and znode paths (the server is
 //!   asked for the children of the typed path's parent), with rustyline.
 //! - Not on a terminal (stdin piped): commands are read line by line, nothing is printed but the
 //!   commands' own output (no banner, no prompt), and the exit status is the last command's
@@ -39,10 +39,8 @@ use zkit_client::{
 use super::acl::{parse_acl_list, perms_text};
 use super::conn::{close, ConnArgs};
 use super::node::{delete_tree, format_stat, list_tree};
-use super::shell_complete;
+use super::shell_complete::{self, command_names, USAGE};
 
-/// The most lines the history file keeps.
-pub const HISTORY_SIZE: usize = 1000;
 /// How many earlier commands `history` lists (zkCli: the last ten and this one).
 const HISTORY_SHOWN: usize = 10;
 
@@ -195,36 +193,6 @@ enum ShellCommand {
     Quit,
     /// help
     Help,
-}
-
-/// zkCli's usage lines, as `help` (and an unknown command) prints them.
-const USAGE: &[(&str, &str)] = &[
-    ("addWatch", "[-m mode] path # optional mode is one of [PERSISTENT, PERSISTENT_RECURSIVE] - default is PERSISTENT_RECURSIVE"),
-    ("addauth", "scheme auth"),
-    ("close", ""),
-    ("config", "[-w] [-s]"),
-    ("connect", "host:port"),
-    ("create", "[-s] [-e] [-c] [-t ttl] path [data] [acl]"),
-    ("delete", "[-v version] path"),
-    ("deleteall", "path [-b batch size]"),
-    ("get", "[-s] [-w] path"),
-    ("getAcl", "[-s] path"),
-    ("getEphemerals", "path"),
-    ("help", ""),
-    ("history", ""),
-    ("ls", "[-s] [-w] [-R] path"),
-    ("quit", ""),
-    ("redo", "cmdno"),
-    ("set", "[-s] [-v version] path data"),
-    ("setAcl", "[-s] [-v version] [-R] path acl"),
-    ("stat", "[-w] path"),
-    ("sync", "path"),
-    ("whoami", ""),
-];
-
-/// The command names, for completion.
-pub fn command_names() -> impl Iterator<Item = &'static str> {
-    USAGE.iter().map(|(name, _)| *name)
 }
 
 fn usage_text() -> String {

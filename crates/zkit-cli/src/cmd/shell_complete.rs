@@ -17,7 +17,38 @@ use rustyline::validate::Validator;
 use rustyline::{Editor, Helper};
 use zkit_client::Client;
 
-use super::shell::{command_names, HISTORY_SIZE};
+/// The most lines the history file keeps.
+pub const HISTORY_SIZE: usize = 1000;
+
+/// zkCli's usage lines, as `help` (and an unknown command) prints them.
+pub(crate) const USAGE: &[(&str, &str)] = &[
+    ("addWatch", "[-m mode] path # optional mode is one of [PERSISTENT, PERSISTENT_RECURSIVE] - default is PERSISTENT_RECURSIVE"),
+    ("addauth", "scheme auth"),
+    ("close", ""),
+    ("config", "[-w] [-s]"),
+    ("connect", "host:port"),
+    ("create", "[-s] [-e] [-c] [-t ttl] path [data] [acl]"),
+    ("delete", "[-v version] path"),
+    ("deleteall", "path [-b batch size]"),
+    ("get", "[-s] [-w] path"),
+    ("getAcl", "[-s] path"),
+    ("getEphemerals", "path"),
+    ("help", ""),
+    ("history", ""),
+    ("ls", "[-s] [-w] [-R] path"),
+    ("quit", ""),
+    ("redo", "cmdno"),
+    ("set", "[-s] [-v version] path data"),
+    ("setAcl", "[-s] [-v version] [-R] path acl"),
+    ("stat", "[-w] path"),
+    ("sync", "path"),
+    ("whoami", ""),
+];
+
+/// The command names, for completion.
+pub fn command_names() -> impl Iterator<Item = &'static str> {
+    USAGE.iter().map(|(name, _)| *name)
+}
 
 /// The shell's current session, shared with the completer (none after `close`).
 pub type SharedClient = Arc<Mutex<Option<Client>>>;

@@ -17,7 +17,7 @@ use crate::transport::{ReadBuffer, Transport};
 use crate::types::{SessionId, SessionInfo, SessionState, WatchType, WatchedEvent};
 use crate::watch::{WatchManager, WatcherId};
 
-use super::handle::{Command, Config, Ready, Reply, Shared, Sink, Submit, WatchIntent};
+use super::handle::{lock, Command, Config, Ready, Reply, Shared, Sink, Submit, WatchIntent};
 
 pub(super) enum PendingKind {
     User {

@@ -13,7 +13,7 @@ use serde::Serialize;
 use zkit_client as zk;
 
 use crate::error::{Error, Result};
-use crate::model::{Format, Model};
+use crate::format::Format;
 use crate::protected::join;
 use crate::retry::{retry, RetryPolicy};
 use crate::session::Session;
@@ -116,9 +116,9 @@ pub fn flatten_tree(tree: &serde_json::Value) -> Result<Vec<(String, Option<Vec<
 /// A key/value configuration store under one prefix (default `/config` in the CLI).
 #[derive(Debug, Clone)]
 pub struct ConfigStore {
-    session: Session,
+    pub(crate) session: Session,
     prefix: String,
-    policy: RetryPolicy,
+    pub(crate) policy: RetryPolicy,
 }
 
 impl ConfigStore {
@@ -307,22 +307,6 @@ impl ConfigStore {
             return Ok(None);
         };
         Format::Toml.decode(&format!("{key:?}"), &v.value).map(Some)
-    }
-
-    /// A typed [`Model`] of `key` in `format`, with the store's retry policy. Without a
-    /// schema it reads and writes exactly what [`ConfigStore::write_json`] /
-    /// [`ConfigStore::write_toml`] do; add one with [`Model::with_schema`] to have every value
-    /// carry and check it (see [`crate::model`]).
-    ///
-    /// # Errors
-    /// As [`resolve_key`].
-    pub fn model<T: Serialize + DeserializeOwned>(
-        &self,
-        key: &str,
-        format: Format,
-    ) -> Result<Model<T>> {
-        Ok(Model::new(&self.session, &self.path_of(key)?, format)?
-            .with_retry_policy(self.policy.clone()))
     }
 }
 

@@ -30,8 +30,11 @@
 
 pub mod auditor;
 pub mod bookies;
+mod error;
+mod inner;
 pub mod layout;
 pub mod metadata;
+mod options;
 pub mod pipeline;
 pub mod reader;
 mod recovery;
@@ -40,14 +43,16 @@ pub mod schedule;
 pub mod writer;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use zkit_bookie::protocol::entry::{master_key, DigestType, Digester};
 use zkit_bookie::ClientOptions;
 
 pub use auditor::{AutoRecovery, AutoRecoveryOptions};
+pub use error::LedgerError;
+pub(crate) use inner::ClientInner;
 pub use layout::{LedgerMetadata, LedgerState};
+pub use options::{CreateOptions, LedgerOptions, DEFAULT_ROOT};
 pub use reader::{LedgerEntry, LedgerReader};
 pub use registration::ZkRegistrationManager;
 pub use writer::{LedgerWriter, PendingAdd};
@@ -57,177 +62,9 @@ use bookies::BookiePool;
 use layout::Layout;
 use metadata::{MetadataStore, Version};
 use reader::Verifier;
-use schedule::{choose_ensemble, NotEnoughBookies};
+use schedule::choose_ensemble;
 
 use crate::session::Session;
-
-/// BookKeeper's default metadata root.
-pub const DEFAULT_ROOT: &str = "/ledgers";
-
-/// Errors of the ledger client.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum LedgerError {
-    /// E ≥ Qw ≥ Qa ≥ 1 does not hold.
-    #[error("invalid quorums: {0}")]
-    InvalidQuorum(String),
-    /// Other bad arguments.
-    #[error("bad arguments: {0}")]
-    BadArguments(String),
-    /// No such ledger in the metadata.
-    #[error("no such ledger: {0}")]
-    NoSuchLedger(i64),
-    /// The password does not match the ledger's.
-    #[error("wrong password for ledger {0}")]
-    WrongPassword(i64),
-    /// The ledger (or this writer) is closed.
-    #[error("ledger {0} is closed")]
-    LedgerClosed(i64),
-    /// The ledger was fenced by a recovery: this writer's adds are refused.
-    #[error("ledger {0} is fenced: another process recovered it")]
-    Fenced(i64),
-    /// Too few writable bookies.
-    #[error("not enough bookies: need {needed}, {available} available")]
-    NotEnoughBookies {
-        /// How many were needed.
-        needed: usize,
-        /// How many could be used.
-        available: usize,
-    },
-    /// An entry over the limit.
-    #[error("entry of {size} bytes is larger than the limit of {max}")]
-    EntryTooLarge {
-        /// Its size.
-        size: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// A read past the last entry that may be read.
-    #[error("ledger {ledger}: entry {entry} is past the last readable entry {last}")]
-    BeyondLastEntry {
-        /// Ledger.
-        ledger: i64,
-        /// Entry asked for.
-        entry: i64,
-        /// Last readable.
-        last: i64,
-    },
-    /// No replica has the entry.
-    #[error("ledger {ledger}: no bookie has entry {entry}")]
-    NoSuchEntry {
-        /// Ledger.
-        ledger: i64,
-        /// Entry.
-        entry: i64,
-    },
-    /// No replica could give the entry.
-    #[error("ledger {ledger}: reading entry {entry} failed: {reason}")]
-    ReadFailed {
-        /// Ledger.
-        ledger: i64,
-        /// Entry.
-        entry: i64,
-        /// Every replica's failure.
-        reason: String,
-    },
-    /// Recovery could not finish.
-    #[error("recovering ledger {ledger} failed: {reason}")]
-    RecoveryFailed {
-        /// Ledger.
-        ledger: i64,
-        /// Why.
-        reason: String,
-    },
-    /// Corrupt metadata or entries.
-    #[error("{0}")]
-    Corrupt(String),
-    /// A ZooKeeper / session error retrying did not cure.
-    #[error(transparent)]
-    Zk(#[from] crate::Error),
-}
-
-impl From<layout::LayoutError> for LedgerError {
-    fn from(e: layout::LayoutError) -> Self {
-        match e {
-            layout::LayoutError::BadLedgerId(id) => LedgerError::NoSuchLedger(id),
-            layout::LayoutError::BadRoot(r) => LedgerError::BadArguments(format!("root {r:?}")),
-            other => LedgerError::Corrupt(other.to_string()),
-        }
-    }
-}
-
-impl From<NotEnoughBookies> for LedgerError {
-    fn from(e: NotEnoughBookies) -> Self {
-        LedgerError::NotEnoughBookies {
-            needed: e.needed,
-            available: e.available,
-        }
-    }
-}
-
-/// Client-wide options.
-#[derive(Debug, Clone)]
-pub struct LedgerOptions {
-    /// Metadata root (default [`DEFAULT_ROOT`]).
-    pub root: String,
-    /// How long a metadata call retries across connection trouble.
-    pub metadata_timeout: Duration,
-    /// Connecting to a bookie gives up after this.
-    pub connect_timeout: Duration,
-    /// A bookie request gives up after this (an add that times out counts as a failed bookie).
-    pub request_timeout: Duration,
-    /// A read is sent to the next replica when the current one has not answered in this long.
-    pub speculative_read_delay: Duration,
-    /// Entries a writer keeps in flight (not yet acknowledged).
-    pub max_in_flight: usize,
-    /// Entries a range read keeps in flight.
-    pub read_window: usize,
-    /// Largest payload accepted.
-    pub max_entry_size: usize,
-}
-
-impl Default for LedgerOptions {
-    fn default() -> Self {
-        LedgerOptions {
-            root: DEFAULT_ROOT.to_string(),
-            metadata_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(5),
-            speculative_read_delay: Duration::from_millis(100),
-            max_in_flight: 1000,
-            read_window: 256,
-            max_entry_size: zkit_bookie::protocol::DEFAULT_MAX_FRAME - 64 * 1024,
-        }
-    }
-}
-
-/// How to create a ledger.
-#[derive(Debug, Clone)]
-pub struct CreateOptions {
-    /// E: bookies per fragment.
-    pub ensemble: usize,
-    /// Qw: copies of each entry.
-    pub write_quorum: usize,
-    /// Qa: acknowledgements per entry.
-    pub ack_quorum: usize,
-    /// The ledger's password.
-    pub password: Vec<u8>,
-    /// How entries are digested.
-    pub digest: DigestType,
-}
-
-impl Default for CreateOptions {
-    /// E3 Qw2 Qa2, empty password, CRC32C.
-    fn default() -> Self {
-        CreateOptions {
-            ensemble: 3,
-            write_quorum: 2,
-            ack_quorum: 2,
-            password: Vec::new(),
-            digest: DigestType::Crc32c,
-        }
-    }
-}
 
 /// What [`LedgerClient::info`] reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,12 +77,6 @@ pub struct LedgerInfo {
     pub version: Version,
     /// Its metadata node.
     pub path: String,
-}
-
-pub(crate) struct ClientInner {
-    pub(crate) store: MetadataStore,
-    pub(crate) pool: BookiePool,
-    pub(crate) options: LedgerOptions,
 }
 
 /// The ledger client (BookKeeper's `BookKeeper` handle): creates, opens, deletes and lists
