@@ -67,7 +67,7 @@ pub struct BookieArgs {
 
 /// Runs the bookie until a signal arrives.
 pub async fn run(args: BookieArgs) -> Result<ExitCode> {
-    let shutdown = super::serve::shutdown_signal()?;
+    let shutdown = super::signal::shutdown_signal()?;
     let filter = match &args.log_level {
         Some(l) => tracing_subscriber::EnvFilter::try_new(l).context("bad --log-level")?,
         None => tracing_subscriber::EnvFilter::try_from_default_env()
