@@ -1,31 +1,16 @@
 //! `--auth user:password` and `create --acl`: a node created for an authenticated user is
 //! readable with the same credentials and refused (NoAuth) without them.
 
+mod common;
+
 use std::time::Duration;
 
-use tokio::process::Command;
 use zkit_server::{Server, ServerConfig};
 
 const WAIT: Duration = Duration::from_secs(30);
 
 async fn zkit(server: &str, args: &[&str]) -> (i32, String, String) {
-    let out = tokio::time::timeout(
-        WAIT,
-        Command::new(env!("CARGO_BIN_EXE_zkit"))
-            .args(args)
-            .args(["--server", server])
-            .env_remove("ZKIT_SERVER")
-            .env_remove("ZKIT_AUTH")
-            .output(),
-    )
-    .await
-    .expect("zkit finished in time")
-    .expect("run zkit");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::zkit_at(WAIT, server, args).await
 }
 
 #[tokio::test]

@@ -2,32 +2,16 @@
 //! `bench server` with its defaults runs against a server with the default connection limit
 //! (maxClientCnxns 60), or says which limit stopped it.
 
+mod common;
+
 use std::time::Duration;
 
-use tokio::process::Command;
 use zkit_server::{Server, ServerConfig};
 
 const WAIT: Duration = Duration::from_secs(90);
 
 async fn zkit(server: &str, args: &[&str]) -> (i32, String, String) {
-    let out = tokio::time::timeout(
-        WAIT,
-        Command::new(env!("CARGO_BIN_EXE_zkit"))
-            .args(args)
-            .args(["--server", server])
-            .env_remove("ZKIT_SERVER")
-            .env_remove("ZKIT_AUTH")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("zkit finished in time")
-    .expect("run zkit");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::zkit_at(WAIT, server, args).await
 }
 
 /// A server with zkit serve's (and Apache's) default per-address connection limit.

@@ -2,6 +2,8 @@
 //! (`ZKIT_APACHE_ZK`): set/get with relative and absolute keys, watch printing one line per
 //! change with the value last, import of a TOML tree and export back as JSON.
 
+mod common;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -9,24 +11,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use zkit_server::{Server, ServerConfig};
 
+const WAIT: Duration = Duration::from_secs(30);
+
 async fn zkit(server: &str, args: &[&str]) -> (i32, String, String) {
-    let out = tokio::time::timeout(
-        Duration::from_secs(30),
-        Command::new(env!("CARGO_BIN_EXE_zkit"))
-            .args(args)
-            .args(["--server", server])
-            .env_remove("ZKIT_SERVER")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("zkit finished in time")
-    .expect("run zkit");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::zkit_at(WAIT, server, args).await
 }
 
 async fn config_commands(server: &str, name: &str) {

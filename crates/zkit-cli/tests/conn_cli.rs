@@ -2,32 +2,17 @@
 //! recipe commands as on node commands, and the errors when no session can be had (nothing
 //! listening; a server refusing the connection over its per-address limit).
 
+mod common;
+
 use std::time::Duration;
 
-use tokio::process::Command;
 use zkit_server::{Server, ServerConfig};
 
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Runs `zkit ARGS` (no ZKIT_* environment) and returns (exit code, stdout, stderr).
 async fn zkit(args: &[&str]) -> (i32, String, String) {
-    let out = tokio::time::timeout(
-        WAIT,
-        Command::new(env!("CARGO_BIN_EXE_zkit"))
-            .args(args)
-            .env_remove("ZKIT_SERVER")
-            .env_remove("ZKIT_AUTH")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("zkit finished in time")
-    .expect("run zkit");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::zkit_within(WAIT, args).await
 }
 
 /// A loopback port nothing listens on (bound, then released).

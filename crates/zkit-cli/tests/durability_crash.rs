@@ -10,12 +10,14 @@
 //! leaves a snapshot. Time is bounded: a few rounds of about a second of writing each.
 //! Reproduce a schedule with `ZKIT_CRASH_SEED=<n>`.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::Serve;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use zkit_client::{Acls, Client, CreateMode, MultiWriteResult};
@@ -32,48 +34,13 @@ type Value = Option<(Vec<u8>, i32)>;
 /// touches, with its state if the write did not happen and if it did.
 type Pending = Vec<(String, Value, Value)>;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &Path, snap_count: u32) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkit"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--snap-count",
-            &snap_count.to_string(),
-        ])
-        .arg("--data-dir")
-        .arg(dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn zkit serve");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(addr) = line.strip_prefix("zkit serve listening on ") {
-                let _ = tx.send(addr.trim().to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("zkit serve printed its address");
-    Server { child, addr }
+fn serve(dir: &Path, snap_count: u32) -> Serve {
+    let snap_count = snap_count.to_string();
+    common::serve(
+        dir,
+        &["--port", "0", "--snap-count", &snap_count],
+        Duration::from_secs(20),
+    )
 }
 
 fn key(client: usize, k: usize) -> String {

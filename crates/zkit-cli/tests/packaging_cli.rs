@@ -2,6 +2,8 @@
 //! definitions, and the sample configurations under packaging/, which `zkit serve --config`
 //! must accept without a warning.
 
+mod common;
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -12,22 +14,7 @@ use tokio::process::Command;
 const WAIT: Duration = Duration::from_secs(30);
 
 async fn zkit(args: &[&str]) -> (i32, String, String) {
-    let out = tokio::time::timeout(
-        WAIT,
-        Command::new(env!("CARGO_BIN_EXE_zkit"))
-            .args(args)
-            .env_remove("ZKIT_SERVER")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("zkit finished in time")
-    .expect("run zkit");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::zkit_within(WAIT, args).await
 }
 
 #[tokio::test]

@@ -33,19 +33,7 @@ async fn next_line<R: tokio::io::AsyncRead + Unpin>(lines: &mut Lines<R>) -> Str
 
 /// Reads lines until one contains `needle` (bounded by WAIT).
 async fn wait_for<R: tokio::io::AsyncRead + Unpin>(lines: &mut Lines<R>, needle: &str) {
-    let mut seen = Vec::new();
-    let found = tokio::time::timeout(WAIT, async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            let hit = l.contains(needle);
-            seen.push(l);
-            if hit {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert!(matches!(found, Ok(true)), "no {needle:?} in {seen:?}");
+    lines_until(lines, needle).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

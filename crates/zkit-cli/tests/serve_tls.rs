@@ -15,94 +15,22 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use zkit_client::{Client, Error, TlsOptions};
+use zkit_testkit::pki::{issue, make_ca, openssl};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// Debian's kazoo is installed for Debian's Python.
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn key(dir: &Path, name: &str) {
-    let out = format!("{name}.key");
-    let curve = "ec_paramgen_curve:P-256";
-    openssl(
-        dir,
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            curve,
-            "-out",
-            &out,
-        ],
-    );
-}
-
 /// A CA (`ca.key`, `ca.crt`) and certificates signed by it: `server` (localhost, 127.0.0.1),
 /// `java` and `kazoo` clients; `name.pem` holds key then certificate (Apache's PEM key store).
 fn make_pki(dir: &Path) {
-    key(dir, "ca");
-    openssl(
-        dir,
-        &[
-            "req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=ca", "-days", "2", "-out",
-            "ca.crt",
-        ],
-    );
+    make_ca(dir, "ca");
     for (name, san) in [
         ("server", "DNS:localhost,IP:127.0.0.1"),
         ("java", "DNS:java"),
         ("kazoo", "DNS:kazoo"),
     ] {
-        key(dir, name);
-        let (k, csr, crt, ext) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.crt"),
-            format!("{name}.ext"),
-        );
-        let subject = format!("/CN={name}");
-        openssl(
-            dir,
-            &["req", "-new", "-key", &k, "-subj", &subject, "-out", &csr],
-        );
-        std::fs::write(dir.join(&ext), format!("subjectAltName={san}\n")).unwrap();
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                &ext,
-                "-out",
-                &crt,
-            ],
-        );
-        let pem = std::fs::read_to_string(dir.join(&k)).unwrap()
-            + &std::fs::read_to_string(dir.join(&crt)).unwrap();
-        std::fs::write(dir.join(format!("{name}.pem")), pem).unwrap();
+        issue(dir, "ca", name, &format!("/CN={name}"), san);
     }
 }
 

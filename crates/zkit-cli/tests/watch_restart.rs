@@ -6,11 +6,13 @@
 //! persistent watch does not get them), and two writes after the reconnect (which need the
 //! watch registered again on the new connection).
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
+use common::Serve;
 use tokio::io::{AsyncBufReadExt, BufReader as AsyncBufReader, Lines};
 use tokio::process::ChildStderr;
 use zkit_client::{Acls, Client, CreateMode};
@@ -19,43 +21,10 @@ use zkit_testkit::FaultProxy;
 /// Bound on every wait: the test fails rather than hangs.
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `zkit serve` on `port` (0: any) with its data in `dir`; returns once it listens.
-fn serve(dir: &Path, port: u16) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkit"))
-        .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
-        .arg("--data-dir")
-        .arg(dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn zkit serve");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(addr) = line.strip_prefix("zkit serve listening on ") {
-                let _ = tx.send(addr.trim().to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(WAIT)
-        .expect("zkit serve printed its address");
-    Server { child, addr }
+fn serve(dir: &Path, port: u16) -> Serve {
+    let port = port.to_string();
+    common::serve(dir, &["--host", "127.0.0.1", "--port", &port], WAIT)
 }
 
 /// Reads stderr lines until one equals `want` (bounded).

@@ -12,107 +12,7 @@ use std::time::Duration;
 use common::{within, PERSISTENT};
 use tempfile::TempDir;
 use zkit_client::{Client, Error, TlsOptions};
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let status = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run openssl");
-    assert!(status.success(), "openssl {args:?}");
-}
-
-/// A CA, and `name`'s key and certificate signed by it (`name.key`, `name.crt`), with
-/// `san` as subjectAltName.
-fn issue(dir: &Path, ca: &str, name: &str, san: &str) {
-    openssl(
-        dir,
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            &format!("{name}.key"),
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-new",
-            "-key",
-            &format!("{name}.key"),
-            "-subj",
-            &format!("/CN={name}"),
-            "-out",
-            &format!("{name}.csr"),
-        ],
-    );
-    std::fs::write(
-        dir.join(format!("{name}.ext")),
-        format!("subjectAltName={san}\n"),
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{ca}.crt"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            &format!("{name}.ext"),
-            "-out",
-            &format!("{name}.crt"),
-        ],
-    );
-}
-
-fn make_ca(dir: &Path, ca: &str) {
-    openssl(
-        dir,
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            &format!("{ca}.key"),
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-new",
-            "-key",
-            &format!("{ca}.key"),
-            "-subj",
-            &format!("/CN={ca}"),
-            "-days",
-            "2",
-            "-out",
-            &format!("{ca}.crt"),
-        ],
-    );
-}
-
-fn read(dir: &Path, file: &str) -> String {
-    std::fs::read_to_string(dir.join(file)).unwrap()
-}
+use zkit_testkit::pki::{issue, make_ca, read};
 
 struct TlsZooKeeper {
     child: Child,
@@ -204,10 +104,16 @@ async fn tls_against_apache_secure_client_port() {
     let dir = TempDir::new().unwrap();
     let d = dir.path();
     make_ca(d, "ca");
-    issue(d, "ca", "server", "DNS:localhost,IP:127.0.0.1");
-    issue(d, "ca", "client", "DNS:client");
+    issue(
+        d,
+        "ca",
+        "server",
+        "/CN=server",
+        "DNS:localhost,IP:127.0.0.1",
+    );
+    issue(d, "ca", "client", "/CN=client", "DNS:client");
     make_ca(d, "rogue");
-    issue(d, "rogue", "intruder", "DNS:client");
+    issue(d, "rogue", "intruder", "/CN=intruder", "DNS:client");
     let zk = start_tls_zookeeper(d);
     let cluster = format!("127.0.0.1:{}", zk.port);
 

@@ -13,9 +13,11 @@
 //! - [`admin_json`]: the same facts from the AdminServer's JSON commands (`/commands/…`).
 //! - [`recipes`]: pure recognition of recipe layouts from node names, and their views.
 //! - [`charts`]: pure chart points (rates, p50/p99) from consecutive metric samples.
-//! - [`collect`]: the timer-driven collector that publishes one [`collect::Snapshot`] per
+//! - [`model`]: the data of one collection ([`model::Snapshot`] and its rows), plain data.
+//! - [`model`]: the data of one collection ([`model::Snapshot`] and its rows), plain data.
+//! - [`collect`]: the timer-driven collector that publishes one [`model::Snapshot`] per
 //!   interval to every page and event stream.
-//! - [`render`]: server-side HTML of the pages and of the live sections.
+//! - [`render`]: server-side HTML of the pages and of the live sections, and the event JSON.
 //! - [`web`]: HTTP routes, server-sent events, sign-in, CSRF, the JSON API.
 //! - `http_get`: a tiny HTTP client for zkit serve's `/metrics`.
 //! - `assets/`: the page's hand-written script and style sheet, built into the binary.
@@ -27,6 +29,7 @@ pub mod charts;
 pub mod collect;
 pub mod four_letter;
 mod http_get;
+pub mod model;
 pub mod recipes;
 pub mod render;
 pub mod web;
@@ -176,7 +179,7 @@ impl Dashboard {
     }
 
     /// The latest snapshot (waiting for the first collection, at most 5 s).
-    pub async fn snapshot(&self) -> Arc<collect::Snapshot> {
+    pub async fn snapshot(&self) -> Arc<model::Snapshot> {
         self.web
             .collector
             .fresh(Duration::from_secs(3600), Duration::from_secs(5))

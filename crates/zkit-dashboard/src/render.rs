@@ -5,7 +5,9 @@
 
 use std::fmt::Write as _;
 
-use crate::collect::{Snapshot, TxnTree};
+use serde_json::json;
+
+use crate::model::{Snapshot, TxnTree};
 use crate::recipes::Contender;
 
 /// Escapes text for HTML content and attribute values.
@@ -508,6 +510,26 @@ pub fn watches(s: &Snapshot) -> String {
     h
 }
 
+/// The JSON of one snapshot event: rendered sections and chart points.
+pub fn event_json(s: &Snapshot) -> String {
+    json!({
+        "seq": s.seq,
+        "taken_ms": s.taken_ms,
+        "sections": {
+            "status": status(s),
+            "root": root(s),
+            "sessions": sessions(s),
+            "recipes": recipes(s),
+            "watches": watches(s),
+        },
+        // The newest chart point only: a page gets the whole history once (`/api/history`)
+        // and appends, so an event stays small.
+        "point": s.history.last(),
+        "metrics_source": s.metrics_source,
+    })
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,7 +547,7 @@ mod tests {
     #[test]
     fn home_shows_a_hostile_node_name_as_text() {
         let mut s = Snapshot::default();
-        s.root.push(crate::collect::RootChild {
+        s.root.push(crate::model::RootChild {
             name: "<script>alert(1)</script>".into(),
             children: None,
         });

@@ -39,7 +39,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::collect::{Collector, Snapshot};
+use crate::collect::Collector;
+use crate::model::Snapshot;
 use crate::render::{self, Page};
 use crate::zk::{CreateKind, Zk};
 use crate::{Body, DashboardConfig};
@@ -239,26 +240,6 @@ fn zk_error(err: &zkit::Error) -> Response<Body> {
         other => other.to_string(),
     };
     error(zk_status(err), &text)
-}
-
-/// The JSON of one snapshot event: rendered sections and chart points.
-pub fn event_json(s: &Snapshot) -> String {
-    json!({
-        "seq": s.seq,
-        "taken_ms": s.taken_ms,
-        "sections": {
-            "status": render::status(s),
-            "root": render::root(s),
-            "sessions": render::sessions(s),
-            "recipes": render::recipes(s),
-            "watches": render::watches(s),
-        },
-        // The newest chart point only: a page gets the whole history once (`/api/history`)
-        // and appends, so an event stays small.
-        "point": s.history.last(),
-        "metrics_source": s.metrics_source,
-    })
-    .to_string()
 }
 
 #[derive(Deserialize)]

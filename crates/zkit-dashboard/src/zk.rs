@@ -315,9 +315,9 @@ impl Zk {
 
 impl Zk {
     /// The 2PC transactions under `root` (`zkit::txn`'s layout), through its inspector.
-    pub async fn transactions(&self, root: &str) -> crate::collect::TxnTree {
+    pub async fn transactions(&self, root: &str) -> crate::model::TxnTree {
         use zkit::txn::inspect::{self, Phase};
-        let mut tree = crate::collect::TxnTree {
+        let mut tree = crate::model::TxnTree {
             root: root.to_string(),
             members: Vec::new(),
             txns: Vec::new(),
@@ -338,7 +338,7 @@ impl Zk {
             Ok(txns) => {
                 tree.txns = txns
                     .into_iter()
-                    .map(|t| crate::collect::TxnRow {
+                    .map(|t| crate::model::TxnRow {
                         phase: match t.phase() {
                             Phase::InFlight => "in flight",
                             Phase::InDoubt => "in doubt",

@@ -335,7 +335,7 @@ async fn the_collector_shows_lock_holders_waiters_elections_and_queues() {
         // What the page must show, checked on each new collection until it holds.
         let check = {
             let (root, lock_path) = (root.clone(), lock_path.clone());
-            move |s: &zkit_dashboard::collect::Snapshot| -> Result<(), String> {
+            move |s: &zkit_dashboard::model::Snapshot| -> Result<(), String> {
                 let lock = s
                     .overview
                     .locks

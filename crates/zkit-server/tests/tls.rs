@@ -10,106 +10,16 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zkit_client::{Acl, Acls, AuthId, Client, CreateMode, Error, Permission, TlsOptions};
 use zkit_server::{ClientAuth, Server, ServerConfig, TlsConfig};
+use zkit_testkit::pki::{issue, make_ca, openssl, read};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A P-256 key `name.key`.
-fn key(dir: &Path, name: &str) {
-    let out = format!("{name}.key");
-    openssl(
-        dir,
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            &out,
-        ],
-    );
-}
-
-/// A self-signed CA: `ca.key`, `ca.crt`.
-fn make_ca(dir: &Path, ca: &str) {
-    key(dir, ca);
-    let subject = format!("/CN={ca}");
-    let (k, c) = (format!("{ca}.key"), format!("{ca}.crt"));
-    openssl(
-        dir,
-        &[
-            "req", "-x509", "-new", "-key", &k, "-subj", &subject, "-days", "2", "-out", &c,
-        ],
-    );
-}
-
-/// `name.key`, `name.crt` (signed by `ca`, with `san`) and `name.pem` (key then certificate:
-/// Apache's PEM key store).
-fn issue(dir: &Path, ca: &str, name: &str, subject: &str, san: &str) {
-    key(dir, name);
-    let (k, csr, crt, ext) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.crt"),
-        format!("{name}.ext"),
-    );
-    openssl(
-        dir,
-        &["req", "-new", "-key", &k, "-subj", subject, "-out", &csr],
-    );
-    std::fs::write(dir.join(&ext), format!("subjectAltName={san}\n")).unwrap();
-    let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca_crt,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            &ext,
-            "-out",
-            &crt,
-        ],
-    );
-    std::fs::write(
-        dir.join(format!("{name}.pem")),
-        read(dir, &k) + &read(dir, &crt),
-    )
-    .unwrap();
-}
-
-fn read(dir: &Path, file: &str) -> String {
-    std::fs::read_to_string(dir.join(file)).unwrap()
-}
 
 /// The subject with every case Java's RFC 2253 writer treats specially: an escaped comma and
 /// plus, a multi-valued RDN, an attribute without an RFC 2253 keyword (hex form).

@@ -2,10 +2,12 @@
 //! suites and of `zkit-bench` only, never of the library, the server or the CLI.
 //!
 //! # Layout
-//! - this file: where the Apache ZooKeeper under test is ([`apache_zk`]) and fresh znode paths
-//!   so that many tests can share one server ([`unique_path`]).
+//! - this file: where the Apache ZooKeeper under test is ([`apache_zk`]), fresh znode paths
+//!   so that many tests can share one server ([`unique_path`]), and a bounded wait for an
+//!   effect that happens in the background ([`eventually`]).
 //! - [`fault_proxy`]: [`FaultProxy`], a loopback TCP proxy that drops connections or black-holes
 //!   traffic, to produce real disconnects and real session expiry.
+//! - [`pki`]: a CA and certificates made by the `openssl` CLI, for the TLS tests.
 //! - [`process`]: finding and running the built `zkit` binary, and `kill -9` of child processes.
 //! - [`curator_classpath`]: Debian's Curator jars, for Java programs compiled by tests and by
 //!   `zkit-bench lock-compare`.
@@ -23,6 +25,7 @@
 
 pub mod ensemble;
 pub mod fault_proxy;
+pub mod pki;
 pub mod process;
 pub mod target;
 pub mod tmpfs;
@@ -34,6 +37,7 @@ pub use target::{apache_ensemble, targets, Target, TargetKind};
 pub use tmpfs::Tmpfs;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The environment variable holding the Apache ZooKeeper address (`host:port`).
 pub const APACHE_ZK_ENV: &str = "ZKIT_APACHE_ZK";
@@ -96,6 +100,30 @@ pub fn unique_path(prefix: &str) -> String {
         std::process::id(),
         uuid::Uuid::new_v4().simple()
     )
+}
+
+/// Waits (bounded, checking every 50 ms) until `cond` holds: for effects that happen in the
+/// background by design (orphan cleanup, TTL reaping, a collector's next round), not to paper
+/// over races.
+///
+/// # Panics
+/// When `cond` still does not hold after `limit`; the message names `what`.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if cond().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Debian's Curator, ZooKeeper and their dependencies in /usr/share/java, as a Java classpath;

@@ -18,28 +18,39 @@ use zkit_bookie::protocol::entry::{DigestType, Digester};
 
 const PW: &[u8] = b"pw";
 
+/// Ledger options with this file's password and digest.
+fn options(ensemble: usize, write_quorum: usize, ack_quorum: usize) -> CreateOptions {
+    CreateOptions {
+        ensemble,
+        write_quorum,
+        ack_quorum,
+        password: PW.to_vec(),
+        digest: DigestType::Crc32c,
+    }
+}
+
+/// `count` closed ledgers of `entries` entries each ([`payload`] 0, 1, …); their ids.
+async fn closed_ledgers(c: &Cluster, o: &CreateOptions, count: usize, entries: i64) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for _ in 0..count {
+        let w = c.client.create(o).await.unwrap();
+        w.append_batch((0..entries).map(payload).collect())
+            .await
+            .unwrap();
+        w.close().await.unwrap();
+        ids.push(w.id());
+    }
+    ids
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_bookies_ledgers_are_rereplicated_to_write_quorum() {
     for target in common::servers().await {
         let name = target.name;
         let mut c = Cluster::start(&target.addr, 5).await;
-        let o = CreateOptions {
-            ensemble: 3,
-            write_quorum: 2,
-            ack_quorum: 2,
-            password: PW.to_vec(),
-            digest: DigestType::Crc32c,
-        };
+        let o = options(3, 2, 2);
         // Closed ledgers, and one left open by a writer that is gone.
-        let mut ids = Vec::new();
-        for _ in 0..4 {
-            let w = c.client.create(&o).await.unwrap();
-            w.append_batch((0..60).map(payload).collect())
-                .await
-                .unwrap();
-            w.close().await.unwrap();
-            ids.push(w.id());
-        }
+        let mut ids = closed_ledgers(&c, &o, 4, 60).await;
         let open = c.client.create(&o).await.unwrap();
         open.append_batch((0..40).map(payload).collect())
             .await
@@ -150,22 +161,8 @@ async fn a_bookie_back_with_missing_data_is_found_and_its_fragments_rereplicated
     for target in common::servers().await {
         let name = target.name;
         let mut c = Cluster::start(&target.addr, 4).await;
-        let o = CreateOptions {
-            ensemble: 3,
-            write_quorum: 3,
-            ack_quorum: 2,
-            password: PW.to_vec(),
-            digest: DigestType::Crc32c,
-        };
-        let mut ids = Vec::new();
-        for _ in 0..3 {
-            let w = c.client.create(&o).await.unwrap();
-            w.append_batch((0..50).map(payload).collect())
-                .await
-                .unwrap();
-            w.close().await.unwrap();
-            ids.push(w.id());
-        }
+        let o = options(3, 3, 2);
+        let ids = closed_ledgers(&c, &o, 3, 50).await;
         let (m0, _) = c.client.store().read(ids[0]).await.unwrap();
         let victim_id = m0.ensembles[&0][0].clone();
         let victim = c.index_of(&victim_id);

@@ -93,20 +93,23 @@ pub(super) fn rows(z: &ServerFigures, a: &ServerFigures) -> Vec<Row> {
             });
         }
     }
-    rows.push(Row {
-        workload: "after the above".into(),
-        metric: "server CPU time",
-        zkit: z.phase1_cpu.map(|d| d.as_secs_f64()),
-        apache: a.phase1_cpu.map(|d| d.as_secs_f64()),
-        unit: Unit::Seconds,
-    });
-    rows.push(Row {
-        workload: "after the above".into(),
-        metric: "RSS",
-        zkit: z.phase1_rss.map(|v| v as f64),
-        apache: a.phase1_rss.map(|v| v as f64),
-        unit: Unit::Bytes,
-    });
+    // A figure read the same way from each server's figures.
+    let both = |workload: String, metric, unit, of: fn(&ServerFigures) -> Option<f64>| Row {
+        workload,
+        metric,
+        zkit: of(z),
+        apache: of(a),
+        unit,
+    };
+    rows.push(both(
+        "after the above".into(),
+        "server CPU time",
+        Unit::Seconds,
+        |f| f.phase1_cpu.map(|d| d.as_secs_f64()),
+    ));
+    rows.push(both("after the above".into(), "RSS", Unit::Bytes, |f| {
+        f.phase1_rss.map(|v| v as f64)
+    }));
     if let Some(zr) = &z.rated {
         let name = format!(
             "mixed:90 at a fixed {}/s offered ({}×{})",
@@ -129,62 +132,48 @@ pub(super) fn rows(z: &ServerFigures, a: &ServerFigures) -> Vec<Row> {
         }
     }
     let nodes = z.populate.map_or(0, |p| p.0);
-    rows.push(Row {
-        workload: format!("populate {nodes} znodes"),
-        metric: "create rate",
-        zkit: z.populate.map(|(n, d)| n as f64 / d.as_secs_f64()),
-        apache: a.populate.map(|(n, d)| n as f64 / d.as_secs_f64()),
-        unit: Unit::OpsPerSec,
-    });
-    rows.push(Row {
-        workload: format!("{nodes} znodes"),
-        metric: "RSS",
-        zkit: z.nodes_rss.map(|v| v as f64),
-        apache: a.nodes_rss.map(|v| v as f64),
-        unit: Unit::Bytes,
-    });
-    rows.push(Row {
-        workload: format!("{nodes} znodes"),
-        metric: "data dir",
-        zkit: z.nodes_disk.map(|v| v as f64),
-        apache: a.nodes_disk.map(|v| v as f64),
-        unit: Unit::Bytes,
-    });
-    rows.push(Row {
-        workload: "+ idle sessions with a watch each".into(),
-        metric: "RSS",
-        zkit: z.idle_rss.map(|v| v as f64),
-        apache: a.idle_rss.map(|v| v as f64),
-        unit: Unit::Bytes,
-    });
-    rows.push(Row {
-        workload: "+ idle sessions with a watch each".into(),
-        metric: "server CPU (pings)",
-        zkit: z.idle_cpu_percent,
-        apache: a.idle_cpu_percent,
-        unit: Unit::Percent,
-    });
-    rows.push(Row {
-        workload: "watch storm (1 write)".into(),
-        metric: "all delivered",
-        zkit: z.storm.map(|d| d.as_secs_f64() * 1000.0),
-        apache: a.storm.map(|d| d.as_secs_f64() * 1000.0),
-        unit: Unit::Millis,
-    });
-    rows.push(Row {
-        workload: "watch storm (1 write)".into(),
-        metric: "events delivered",
-        zkit: z.storm_delivered.map(|n| n as f64),
-        apache: a.storm_delivered.map(|n| n as f64),
-        unit: Unit::Count,
-    });
-    rows.push(Row {
-        workload: "at the end".into(),
-        metric: "data dir",
-        zkit: z.final_disk.map(|v| v as f64),
-        apache: a.final_disk.map(|v| v as f64),
-        unit: Unit::Bytes,
-    });
+    rows.push(both(
+        format!("populate {nodes} znodes"),
+        "create rate",
+        Unit::OpsPerSec,
+        |f| f.populate.map(|(n, d)| n as f64 / d.as_secs_f64()),
+    ));
+    rows.push(both(format!("{nodes} znodes"), "RSS", Unit::Bytes, |f| {
+        f.nodes_rss.map(|v| v as f64)
+    }));
+    rows.push(both(
+        format!("{nodes} znodes"),
+        "data dir",
+        Unit::Bytes,
+        |f| f.nodes_disk.map(|v| v as f64),
+    ));
+    rows.push(both(
+        "+ idle sessions with a watch each".into(),
+        "RSS",
+        Unit::Bytes,
+        |f| f.idle_rss.map(|v| v as f64),
+    ));
+    rows.push(both(
+        "+ idle sessions with a watch each".into(),
+        "server CPU (pings)",
+        Unit::Percent,
+        |f| f.idle_cpu_percent,
+    ));
+    rows.push(both(
+        "watch storm (1 write)".into(),
+        "all delivered",
+        Unit::Millis,
+        |f| f.storm.map(|d| d.as_secs_f64() * 1000.0),
+    ));
+    rows.push(both(
+        "watch storm (1 write)".into(),
+        "events delivered",
+        Unit::Count,
+        |f| f.storm_delivered.map(|n| n as f64),
+    ));
+    rows.push(both("at the end".into(), "data dir", Unit::Bytes, |f| {
+        f.final_disk.map(|v| v as f64)
+    }));
     rows
 }
 

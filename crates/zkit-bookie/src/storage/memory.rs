@@ -10,18 +10,12 @@ use std::sync::Mutex;
 use bytes::Bytes;
 
 use super::{
-    Commit, DiskUsage, Record, RecoveredLedger, Result, Storage, StorageError, StorageStats,
+    recovered_of, Commit, DiskUsage, LedgerState, Record, RecoveredLedger, Result, Storage,
+    StorageError, StorageStats,
 };
-use crate::protocol::entry::MasterKey;
 
-#[derive(Debug)]
-struct Ledger {
-    key: MasterKey,
-    fenced: bool,
-    lac: i64,
-    entries: BTreeMap<i64, Bytes>,
-    adds: u64,
-}
+/// One ledger in memory.
+type Ledger = LedgerState<Bytes>;
 
 /// In-memory storage. See the module docs.
 #[derive(Debug)]
@@ -122,19 +116,7 @@ impl Storage for MemoryStorage {
 
     fn recovered(&self) -> Vec<RecoveredLedger> {
         let ledgers = self.ledgers.lock().unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<RecoveredLedger> = ledgers
-            .iter()
-            .map(|(id, l)| RecoveredLedger {
-                ledger_id: *id,
-                master_key: l.key,
-                fenced: l.fenced,
-                lac: l.lac,
-                last_entry: l.entries.keys().next_back().copied().unwrap_or(-1),
-                entries: l.adds,
-            })
-            .collect();
-        v.sort_by_key(|r| r.ledger_id);
-        v
+        recovered_of(ledgers.iter())
     }
 
     fn disk_usage(&self) -> DiskUsage {

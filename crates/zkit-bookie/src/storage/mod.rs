@@ -17,6 +17,7 @@ pub mod file;
 pub mod journal;
 pub mod memory;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -82,6 +83,36 @@ pub struct RecoveredLedger {
     pub last_entry: i64,
     /// Entries stored.
     pub entries: u64,
+}
+
+/// What both storages keep of one ledger; `E` is an entry (in memory) or where it lies in the
+/// entry log (on disk).
+#[derive(Debug)]
+struct LedgerState<E> {
+    key: MasterKey,
+    fenced: bool,
+    lac: i64,
+    entries: BTreeMap<i64, E>,
+    adds: u64,
+}
+
+/// [`Storage::recovered`] of a storage's ledgers: one summary each, sorted by ledger id.
+fn recovered_of<'a, E: 'a>(
+    ledgers: impl IntoIterator<Item = (&'a i64, &'a LedgerState<E>)>,
+) -> Vec<RecoveredLedger> {
+    let mut v: Vec<RecoveredLedger> = ledgers
+        .into_iter()
+        .map(|(id, l)| RecoveredLedger {
+            ledger_id: *id,
+            master_key: l.key,
+            fenced: l.fenced,
+            lac: l.lac,
+            last_entry: l.entries.keys().next_back().copied().unwrap_or(-1),
+            entries: l.adds,
+        })
+        .collect();
+    v.sort_by_key(|r| r.ledger_id);
+    v
 }
 
 /// Storage failures.

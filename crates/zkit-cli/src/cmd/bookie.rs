@@ -65,7 +65,7 @@ pub struct BookieArgs {
 /// shared connection flags; `--session-timeout` is how long a killed bookie stays registered,
 /// default 10s).
 pub async fn run(args: BookieArgs, conn: ConnArgs) -> Result<ExitCode> {
-    let shutdown = super::serve::shutdown_signal()?;
+    let shutdown = super::signal::shutdown_signal()?;
     let filter = match &args.log_level {
         Some(l) => tracing_subscriber::EnvFilter::try_new(l).context("bad --log-level")?,
         None => tracing_subscriber::EnvFilter::try_from_default_env()

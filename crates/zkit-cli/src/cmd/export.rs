@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use zkit_client::{Acl, Client, Error as ZkError, Permission};
 
 use super::conn::{close, ConnArgs};
-use super::node::node_error;
+use super::print::node_error;
 
 /// A node's create mode, as far as an export knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,7 +25,7 @@ use zkit_client::{Acl, Acls, Client, CreateMode, Error as ZkError};
 use super::acl::parse_acl;
 use super::conn::{close, ConnArgs};
 use super::export::{stored_cversion, ExportedNode, Mode};
-use super::node::node_error;
+use super::print::node_error;
 
 /// Create+delete pairs per multi when raising a sequence counter.
 const PAD_PAIRS_PER_MULTI: usize = 250;

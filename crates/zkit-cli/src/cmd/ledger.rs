@@ -290,7 +290,7 @@ async fn run_exit_code(command: LedgerCommand) -> anyhow::Result<u8> {
             no_worker,
             log_level: _,
         } => {
-            let shutdown = super::serve::shutdown_signal()?;
+            let shutdown = super::signal::shutdown_signal()?;
             let (session, client) = common.connect().await?;
             let ar = AutoRecovery::start(
                 &session,

@@ -16,6 +16,7 @@ use clap::Subcommand;
 use zkit_client::{Acls, Client, CreateMode, Error as ZkError, Stat};
 
 use super::conn::{close, ConnArgs};
+use super::print::node_error;
 
 /// The node commands.
 #[derive(Debug, Subcommand)]
@@ -451,32 +452,6 @@ async fn missing_parent(client: &Client, path: &str) -> String {
     chain.last().map_or("/", |p| p).to_string()
 }
 
-/// A readable error naming the node and ZooKeeper's error code.
-pub fn node_error(err: ZkError, path: &str) -> anyhow::Error {
-    let what = match &err {
-        ZkError::NoNode => format!("node {path} does not exist (NoNode)"),
-        ZkError::NodeExists => format!("node {path} already exists (NodeExists)"),
-        ZkError::BadVersion => format!("node {path} has a different version (BadVersion)"),
-        ZkError::NotEmpty => format!("node {path} has children (NotEmpty)"),
-        ZkError::NoChildrenForEphemerals => {
-            format!("the parent of {path} is ephemeral and cannot have children (NoChildrenForEphemerals)")
-        }
-        ZkError::NoAuth => format!("not authorized for {path} (NoAuth)"),
-        ZkError::InvalidAcl => format!("invalid ACL for {path} (InvalidACL)"),
-        ZkError::BadArguments(why) => format!("bad arguments for {path}: {why} (BadArguments)"),
-        ZkError::Unimplemented => format!(
-            "the server does not support this operation on {path} (Unimplemented; \
-             TTL nodes need extended types enabled)"
-        ),
-        ZkError::SessionExpired => "session expired (SessionExpired)".to_string(),
-        ZkError::ConnectionLoss => {
-            format!("connection lost during the operation on {path} (ConnectionLoss)")
-        }
-        other => format!("operation on {path} failed: {other}"),
-    };
-    anyhow!(what)
-}
-
 /// zkCli's Stat layout, one `name = value` line per field; times in RFC 3339 (UTC).
 pub fn format_stat(stat: &Stat) -> String {
     format!(
@@ -543,11 +518,5 @@ mod tests {
         assert!(text.contains("dataVersion = 3\n"));
         assert!(text.contains("ephemeralOwner = 0xab\n"));
         assert!(text.ends_with("numChildren = 7\n"));
-    }
-
-    #[test]
-    fn errors_name_path_and_code() {
-        let e = node_error(ZkError::NoNode, "/a");
-        assert_eq!(e.to_string(), "node /a does not exist (NoNode)");
     }
 }

@@ -245,7 +245,7 @@ fn log_filter(flag: Option<&str>, file: Option<&ZooCfg>) -> Result<EnvFilter> {
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     // Handlers first, before anything is printed: a supervisor (or a test) that signals as soon
     // as it sees output must not hit the default action, which kills the process.
-    let shutdown = shutdown_signal()?;
+    let shutdown = super::signal::shutdown_signal()?;
     let mut hangups = hangup_signals()?;
     let file = read_config(args.config.as_deref())?;
     let (filter, reload) =
@@ -367,28 +367,6 @@ fn hangup_signals() -> Result<tokio::sync::mpsc::Receiver<()>> {
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     std::mem::forget(tx); // never fires
     Ok(rx)
-}
-
-/// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called, not when the
-/// future is first polled.
-#[cfg(unix)]
-pub(crate) fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
-}
-
-#[cfg(not(unix))]
-pub(crate) fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
-    Ok(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
 }
 
 /// Worker threads of `zkit serve`'s runtime: `--worker-threads`, else `TOKIO_WORKER_THREADS`,

@@ -73,7 +73,7 @@ pub async fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
         let stop = stop.clone();
         async move { dashboard.serve(listener, stop).await }
     });
-    super::serve::shutdown_signal()?.await;
+    super::signal::shutdown_signal()?.await;
     stop.cancel();
     let _ = serving.await;
     Ok(ExitCode::SUCCESS)

@@ -22,7 +22,7 @@ use anyhow::{anyhow, Result};
 use zkit_client::{AddWatchMode, Client, Error as ZkError, EventType, SessionState, Stat};
 
 use super::conn::ConnArgs;
-use super::node::node_error;
+use super::print::node_error;
 
 /// Pause between attempts to open a new session after the old one expired.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);

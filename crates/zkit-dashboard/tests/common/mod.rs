@@ -10,6 +10,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 use zkit::{Session, SessionOptions};
 use zkit_dashboard::{Dashboard, DashboardConfig};
+#[allow(unused_imports)] // not every test file waits
+pub use zkit_testkit::eventually;
 
 /// An embedded zkit server (every four-letter word allowed, as `ServerConfig::ephemeral` does).
 pub async fn zkit_server() -> zkit_server::Server {
@@ -168,26 +170,6 @@ fn dechunk(mut body: &str) -> String {
         body = rest[n..].trim_start_matches("\r\n");
     }
     out
-}
-
-/// Waits (bounded, checking every 50 ms) until `cond` holds: for what the dashboard's
-/// collector shows on its next rounds.
-pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A session id as the dashboard prints it.

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use zkit::{Session, SessionOptions};
 
-pub use zkit_testkit::Target;
+#[allow(unused_imports)] // not every test file waits
+pub use zkit_testkit::{eventually, Target};
 
 /// The servers every recipe test runs against (`zkit_testkit::targets`).
 pub async fn servers() -> Vec<Target> {
@@ -24,26 +25,6 @@ pub async fn session(addr: &str, session_timeout: Duration) -> Session {
     )
     .await
     .expect("session connects")
-}
-
-/// Waits (bounded) for `cond` on the tree to become true, polling: for effects that happen in
-/// the background by design (orphan cleanup, TTL reaping), not to paper over races.
-pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Children of `path` (empty when it does not exist), as of now: `sync` first, so that a

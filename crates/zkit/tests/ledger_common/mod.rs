@@ -11,6 +11,8 @@ use zkit::ledger::{LedgerClient, LedgerOptions, ZkRegistrationManager};
 use zkit::{Session, SessionOptions};
 use zkit_bookie::storage::{FileStorageOptions, FsyncMode, MemoryStorage, Storage};
 use zkit_bookie::{Bookie, BookieClient, BookieConfig, ClientOptions};
+#[allow(unused_imports)] // not every test file waits
+pub use zkit_testkit::eventually;
 
 /// Bound for every wait.
 pub const LIMIT: Duration = Duration::from_secs(30);
@@ -179,25 +181,6 @@ impl Cluster {
             }
         }
         self.session.close();
-    }
-}
-
-/// Waits (bounded) for `cond`, polling: for effects that happen in the background by design.
-pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -36,7 +36,8 @@ use bytes::Bytes;
 
 use super::journal::GroupCommit;
 use super::{
-    Commit, DiskUsage, Record, RecoveredLedger, Result, Storage, StorageError, StorageStats,
+    Commit, DiskUsage, LedgerState, Record, RecoveredLedger, Result, Storage, StorageError,
+    StorageStats,
 };
 use crate::metrics::Histogram;
 use crate::protocol::entry::{MasterKey, MASTER_KEY_LEN};
@@ -85,14 +86,8 @@ struct Loc {
     len: u32,
 }
 
-#[derive(Debug)]
-struct LedgerIndex {
-    key: MasterKey,
-    fenced: bool,
-    lac: i64,
-    entries: BTreeMap<i64, Loc>,
-    adds: u64,
-}
+/// One ledger in the index: where each of its entries lies.
+type LedgerIndex = LedgerState<Loc>;
 
 #[derive(Debug, Default)]
 struct Index {

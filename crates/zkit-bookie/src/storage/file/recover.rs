@@ -14,7 +14,7 @@ use super::layout::{
 use super::sink::FileSink;
 use super::{current_dir, FileStorage, FileStorageOptions, FsyncMode, Index, Loc, Shared};
 use crate::storage::journal::{self, GroupCommit, ScanEnd, Sink, TYPE_LOC};
-use crate::storage::{Record, RecoveredLedger, Result, StorageError};
+use crate::storage::{recovered_of, Record, Result, StorageError};
 
 impl FileStorage {
     /// Opens (creating if needed) and recovers the store in `ledger_dir` with its journal in
@@ -247,20 +247,7 @@ impl FileStorage {
         sink.since_checkpoint = replayed;
         let recovered = {
             let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
-            let mut v: Vec<RecoveredLedger> = index
-                .ledgers
-                .iter()
-                .map(|(id, l)| RecoveredLedger {
-                    ledger_id: *id,
-                    master_key: l.key,
-                    fenced: l.fenced,
-                    lac: l.lac,
-                    last_entry: l.entries.keys().next_back().copied().unwrap_or(-1),
-                    entries: l.adds,
-                })
-                .collect();
-            v.sort_by_key(|r| r.ledger_id);
-            v
+            recovered_of(&index.ledgers)
         };
         let journal = GroupCommit::start(sink, "zkit-bookie-journal")?;
         Ok(FileStorage {
