@@ -20,6 +20,7 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::charts::{self, History, Sample};
+pub use crate::config::hosts_of;
 use crate::four_letter::{self, Connection, Dump};
 use crate::model::{MemberStatus, Overview, RootChild, ScanInfo, SessionRow, Snapshot};
 use crate::recipes::{self, child_path, Found, Listing};
@@ -598,23 +599,6 @@ fn sessions(
         })
         .collect();
     (rows, note)
-}
-
-/// The connect string's hosts (`h1:2181,h2:2181/chroot` → `["h1:2181", "h2:2181"]`).
-pub fn hosts_of(connect: &str) -> Vec<String> {
-    let hosts = connect.split('/').next().unwrap_or(connect);
-    hosts
-        .split(',')
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-        .map(|h| {
-            if h.contains(':') {
-                h.to_string()
-            } else {
-                format!("{h}:2181")
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@
 pub mod admin_json;
 pub mod charts;
 pub mod collect;
+mod config;
 pub mod four_letter;
 mod http_get;
 pub mod model;
@@ -34,6 +35,9 @@ pub mod recipes;
 pub mod render;
 pub mod web;
 pub mod zk;
+
+pub use config::DashboardConfig;
+pub use web::Body;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -49,10 +53,6 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-/// A response body: a whole buffer or the event stream. The same type as
-/// `zkit_server::AdminBody`, so the dashboard mounts into zkit serve's admin endpoint as is.
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// Errors of starting the dashboard.
 #[derive(Debug, thiserror::Error)]
@@ -76,54 +76,6 @@ pub enum Error {
     },
 }
 
-/// How the dashboard reads its server.
-#[derive(Debug, Clone)]
-pub struct DashboardConfig {
-    /// The ZooKeeper connect string (`h1:2181,h2:2181[/chroot]`).
-    pub connect: String,
-    /// The members whose four-letter words give the status (default: the connect string's
-    /// hosts, see [`DashboardConfig::new`]).
-    pub members: Vec<String>,
-    /// The AdminServer (`http://host:port`, serving `/commands/<name>`) to read the status
-    /// from instead of four-letter words: one member only. zkit serve's admin endpoint and
-    /// Apache's `admin.serverPort` answer every command whatever the 4lw whitelist says.
-    pub admin_url: Option<String>,
-    /// zkit serve's Prometheus `/metrics` URL, for per-op charts with percentiles; `None`:
-    /// the charts use `mntr` (means and max only).
-    pub metrics_url: Option<String>,
-    /// How often the collector runs (default 1 s).
-    pub interval: Duration,
-    /// Nodes listed per scan at most (default 5,000); the page says when a scan was cut.
-    pub node_budget: usize,
-    /// Where to look for recipes (default `/`); the root's children are always shown.
-    pub roots: Vec<String>,
-    /// Session timeout of the dashboard's sessions (default 10 s).
-    pub session_timeout: Duration,
-    /// Skip collections after this long without an open event stream or a page request
-    /// (default 60 s); the next request collects at once.
-    pub idle_after: Duration,
-    /// `Host` names accepted besides IP addresses and `localhost` (DNS-rebinding guard).
-    pub allowed_hosts: Vec<String>,
-}
-
-impl DashboardConfig {
-    /// The defaults for `connect`.
-    pub fn new(connect: &str) -> DashboardConfig {
-        DashboardConfig {
-            connect: connect.to_string(),
-            members: collect::hosts_of(connect),
-            admin_url: None,
-            metrics_url: None,
-            interval: Duration::from_secs(1),
-            node_budget: 5_000,
-            roots: vec!["/".to_string()],
-            session_timeout: Duration::from_secs(10),
-            idle_after: Duration::from_secs(60),
-            allowed_hosts: Vec::new(),
-        }
-    }
-}
-
 /// A running dashboard: the collector and the HTTP handler. Cheap to clone; [`Dashboard::close`],
 /// or dropping the last clone, stops the collector and closes its sessions.
 #[derive(Debug, Clone)]
@@ -137,7 +89,7 @@ impl Dashboard {
     /// # Errors
     /// [`Error::Connect`] when no ZooKeeper session can be opened.
     pub async fn start(config: DashboardConfig) -> Result<Dashboard, Error> {
-        let zk = zk::Zk::connect(&config.connect, None, config.session_timeout)
+        let zk = zk::Zk::connect(&config.connect, None, &config.session)
             .await
             .map_err(|source| Error::Connect {
                 connect: config.connect.clone(),

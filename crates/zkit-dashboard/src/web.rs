@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use bytes::Bytes;
 use futures::StreamExt as _;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderValue};
@@ -43,7 +44,12 @@ use crate::collect::Collector;
 use crate::model::Snapshot;
 use crate::render::{self, Page};
 use crate::zk::{CreateKind, Zk};
-use crate::{Body, DashboardConfig};
+
+use crate::DashboardConfig;
+
+/// A response body: a whole buffer or the event stream. The same type as
+/// `zkit_server::AdminBody`, so the dashboard mounts into zkit serve's admin endpoint as is.
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// The dashboard-session cookie.
 pub const COOKIE: &str = "zkit_dashboard";
@@ -568,12 +574,7 @@ impl Web {
             return error(StatusCode::BAD_REQUEST, "a user name without ':'");
         }
         let digest = format!("{}:{}", login.user, login.password);
-        let zk = match Zk::connect(
-            &self.config.connect,
-            Some(&digest),
-            self.config.session_timeout,
-        )
-        .await
+        let zk = match Zk::connect(&self.config.connect, Some(&digest), &self.config.session).await
         {
             Ok(zk) => zk,
             Err(e) => {

@@ -130,18 +130,21 @@ fn perms_text(p: zk::Permission) -> String {
 }
 
 impl Zk {
-    /// Connects to `connect` (`host:port[,host:port][/chroot]`), anonymously or, with
-    /// `digest = Some("user:password")`, as that digest identity. Returns once connected.
+    /// Connects to `connect` (`host:port[,host:port][/chroot]`) with `options` (session
+    /// timeout, TLS, authentication) or, with `digest = Some("user:password")`, as that digest
+    /// identity only (the options' own authentication is dropped). Returns once connected.
     ///
     /// # Errors
     /// Whatever [`Session::connect`] fails with.
     pub async fn connect(
         connect: &str,
         digest: Option<&str>,
-        timeout: Duration,
+        options: &SessionOptions,
     ) -> zkit::Result<Zk> {
-        let mut options = SessionOptions::default().with_session_timeout(timeout);
+        let mut options = options.clone();
         if let Some(d) = digest {
+            // A signed-in user's session authenticates as that user only.
+            options.auth.clear();
             options = options.with_digest_auth(d);
         }
         Ok(Zk {

@@ -165,30 +165,14 @@ fn check(dom: &str, lock: &str, node: &str, holder: i64, observer: i64) {
     assert!(sessions.contains(&format!("data-session=\"{}\"", sid(observer))));
 }
 
-/// `zkit ui --server ZK --port 0` (a separate process) shows the lock a `zkit lock` process
-/// holds on another server, and stops on SIGTERM.
-#[tokio::test]
-async fn zkit_ui_process_shows_another_servers_lock() {
-    let (_server, addr, _admin) = serve();
-    let lock = zkit_testkit::unique_path("ui-lock");
-    let _locker = ChildGuard::spawn(
-        zkit_command()
-            .args(["lock", "--server", &addr, &lock, "--", "sleep", "120"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .expect("spawn zkit lock");
+/// `zkit ui ARGS --port 0 --interval 200ms` as a process; returns it and the address it
+/// printed.
+fn spawn_ui(args: &[&str]) -> (ChildGuard, SocketAddr) {
     let mut ui = ChildGuard::spawn(
         zkit_command()
-            .args([
-                "ui",
-                "--server",
-                &addr,
-                "--port",
-                "0",
-                "--interval",
-                "200ms",
-            ])
+            .arg("ui")
+            .args(args)
+            .args(["--port", "0", "--interval", "200ms"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null()),
     )
@@ -208,6 +192,97 @@ async fn zkit_ui_process_shows_another_servers_lock() {
         .strip_prefix("zkit ui listening on http://")
         .and_then(|a| a.trim().trim_end_matches('/').parse().ok())
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+    (ui, ui_addr)
+}
+
+/// `zkit ui --auth` is the dashboard's own identity: a lock under a parent only alice may
+/// read shows on the page of a dashboard started with `--auth alice:…`, and not on one
+/// started without it.
+#[tokio::test]
+async fn zkit_ui_auth_flag_reads_as_that_identity() {
+    let (_server, addr, _admin) = serve();
+    let parent = zkit_testkit::unique_path("ui-secret");
+    let created = zkit_command()
+        .args([
+            "create",
+            "--server",
+            &addr,
+            "--auth",
+            "alice:secret",
+            "--acl",
+            "auth::cdrwa",
+            &parent,
+        ])
+        .output()
+        .expect("zkit create");
+    assert!(created.status.success(), "{created:?}");
+    let lock = format!("{parent}/L");
+    let _locker = ChildGuard::spawn(
+        zkit_command()
+            .args([
+                "lock",
+                "--server",
+                &addr,
+                "--auth",
+                "alice:secret",
+                &lock,
+                "--",
+                "sleep",
+                "120",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn zkit lock");
+    let (_alice_ui, alice_addr) = spawn_ui(&["--server", &addr, "--auth", "alice:secret"]);
+    eventually(
+        "alice's dashboard shows the lock",
+        Duration::from_secs(20),
+        || {
+            let lock = lock.clone();
+            async move {
+                let page = http(alice_addr, "GET", "/", &[], None).await;
+                page.status == 200 && page.body.contains(&format!("data-path=\"{lock}\""))
+            }
+        },
+    )
+    .await;
+    // The anonymous dashboard has collected at least once it lists the parent itself (the
+    // root's children are always shown), and still cannot see into it.
+    let (_anon_ui, anon_addr) = spawn_ui(&["--server", &addr]);
+    eventually(
+        "the anonymous dashboard lists the parent",
+        Duration::from_secs(20),
+        || {
+            let parent = parent.clone();
+            async move {
+                let page = http(anon_addr, "GET", "/", &[], None).await;
+                page.status == 200 && page.body.contains(&parent[1..])
+            }
+        },
+    )
+    .await;
+    let page = http(anon_addr, "GET", "/", &[], None).await.body;
+    assert!(
+        !page.contains(&format!("data-path=\"{lock}\"")),
+        "a dashboard without --auth read a lock only alice may list"
+    );
+}
+
+/// `zkit ui --server ZK --port 0` (a separate process) shows the lock a `zkit lock` process
+/// holds on another server, and stops on SIGTERM.
+#[tokio::test]
+async fn zkit_ui_process_shows_another_servers_lock() {
+    let (_server, addr, _admin) = serve();
+    let lock = zkit_testkit::unique_path("ui-lock");
+    let _locker = ChildGuard::spawn(
+        zkit_command()
+            .args(["lock", "--server", &addr, &lock, "--", "sleep", "120"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn zkit lock");
+    let (mut ui, ui_addr) = spawn_ui(&["--server", &addr]);
     assert!(ui_addr.ip().is_loopback(), "binds loopback by default");
     eventually("zkit ui shows the lock", Duration::from_secs(20), || {
         let lock = lock.clone();

@@ -1,4 +1,4 @@
-//! `zkit ui --server ZK [--port A] [--bind ADDR]`: the web dashboard for any ZooKeeper (zkit
+//! `zkit ui --server ZK [--auth U:P] [TLS flags] [--port A] [--bind ADDR]`: the web dashboard for any ZooKeeper (zkit
 //! serve, an Apache standalone server or ensemble): the server's status, the tree, the live
 //! sessions and their ephemerals, and the locks, elections, queues, barriers, transactions,
 //! procedures and ledgers in it. Runs until SIGINT/SIGTERM.
@@ -13,12 +13,16 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 use zkit_dashboard::{Dashboard, DashboardConfig};
 
+use super::conn::ConnArgs;
+
 /// Arguments of `zkit ui`.
 #[derive(Debug, clap::Args)]
 pub struct UiArgs {
-    /// ZooKeeper connect string ("h1:2181,h2:2181/chroot").
-    #[arg(long, env = "ZKIT_SERVER", default_value = "127.0.0.1:2181")]
-    pub server: String,
+    /// The connection flags (`--server`, `--auth`, `--session-timeout`, TLS): `--auth` is the
+    /// dashboard's own identity (what it can read); a user who signs in on the page uses
+    /// their own.
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// HTTP port of the dashboard; 0 picks a free one (printed on startup).
     #[arg(long, default_value_t = 8081)]
     pub port: u16,
@@ -51,7 +55,10 @@ pub struct UiArgs {
 
 /// Runs the dashboard until a signal arrives.
 pub async fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
-    let mut config = DashboardConfig::new(&args.server);
+    let mut config = DashboardConfig::new(&args.conn.connect_string());
+    // Four-letter words go to the plain host:port list (TLS is for the client port).
+    config.members = zkit_dashboard::collect::hosts_of(&args.conn.server);
+    config.session = args.conn.session_options(Duration::from_secs(10))?;
     config.metrics_url = args.metrics_url;
     config.admin_url = args.admin_url;
     if !args.roots.is_empty() {
