@@ -31,6 +31,7 @@ pub mod serve;
 pub mod service;
 pub mod shell;
 pub mod shell_complete;
+pub mod shell_parse;
 pub mod signal;
 pub mod txn;
 pub mod ui;

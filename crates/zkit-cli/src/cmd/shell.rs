@@ -23,10 +23,9 @@
 
 use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt as _, StreamExt as _};
@@ -39,7 +38,8 @@ use zkit_client::{
 use super::acl::{parse_acl_list, perms_text};
 use super::conn::{close, ConnArgs};
 use super::node::{delete_tree, format_stat, list_tree};
-use super::shell_complete::{self, command_names, USAGE};
+use super::shell_complete::{self, command_names};
+use super::shell_parse::{split_words, usage_text, Line, ShellCommand};
 
 /// How many earlier commands `history` lists (zkCli: the last ten and this one).
 const HISTORY_SHOWN: usize = 10;
@@ -49,210 +49,6 @@ const HISTORY_SHOWN: usize = 10;
 pub struct ShellArgs {
     #[command(flatten)]
     conn: ConnArgs,
-}
-
-/// One line typed into the shell, parsed with zkCli's options.
-#[derive(Debug, Parser)]
-#[command(
-    name = "",
-    no_binary_name = true,
-    disable_help_subcommand = true,
-    disable_help_flag = true,
-    disable_version_flag = true
-)]
-struct Line {
-    #[command(subcommand)]
-    command: ShellCommand,
-}
-
-/// The shell's commands, zkCli's names and options.
-#[derive(Debug, Subcommand)]
-enum ShellCommand {
-    /// ls [-s] [-w] [-R] path
-    Ls {
-        path: String,
-        /// Print the node's Stat after the children.
-        #[arg(short = 's')]
-        stat: bool,
-        /// Watch the children.
-        #[arg(short = 'w')]
-        watch: bool,
-        /// The node and all its descendants, one path a line.
-        #[arg(short = 'R')]
-        recursive: bool,
-    },
-    /// get [-s] [-w] path
-    Get {
-        path: String,
-        #[arg(short = 's')]
-        stat: bool,
-        #[arg(short = 'w')]
-        watch: bool,
-    },
-    /// set [-s] [-v version] path data
-    Set {
-        path: String,
-        data: String,
-        #[arg(short = 's')]
-        stat: bool,
-        #[arg(short = 'v', allow_negative_numbers = true)]
-        version: Option<i32>,
-    },
-    /// create [-s] [-e] [-c] [-t ttl] path [data] [acl]
-    Create {
-        path: String,
-        data: Option<String>,
-        acl: Option<String>,
-        #[arg(short = 's')]
-        sequential: bool,
-        #[arg(short = 'e')]
-        ephemeral: bool,
-        #[arg(short = 'c')]
-        container: bool,
-        /// Milliseconds, as zkCli takes it (`30s` and other durations work too).
-        #[arg(short = 't', value_parser = parse_ttl)]
-        ttl: Option<Duration>,
-    },
-    /// delete [-v version] path
-    Delete {
-        path: String,
-        #[arg(short = 'v', allow_negative_numbers = true)]
-        version: Option<i32>,
-    },
-    /// deleteall path
-    #[command(name = "deleteall", alias = "rmr")]
-    DeleteAll {
-        path: String,
-        /// zkCli's batch size; accepted and ignored (nodes go one by one).
-        #[arg(short = 'b')]
-        batch: Option<u32>,
-    },
-    /// stat [-w] path
-    Stat {
-        path: String,
-        #[arg(short = 'w')]
-        watch: bool,
-    },
-    /// addWatch [-m mode] path
-    #[command(name = "addWatch")]
-    AddWatch {
-        path: String,
-        /// PERSISTENT or PERSISTENT_RECURSIVE (the default, as in zkCli).
-        #[arg(short = 'm', value_parser = parse_watch_mode)]
-        mode: Option<AddWatchMode>,
-    },
-    /// getAcl [-s] path
-    #[command(name = "getAcl")]
-    GetAcl {
-        path: String,
-        #[arg(short = 's')]
-        stat: bool,
-    },
-    /// setAcl [-s] [-v version] [-R] path acl
-    #[command(name = "setAcl")]
-    SetAcl {
-        path: String,
-        acl: String,
-        #[arg(short = 's')]
-        stat: bool,
-        #[arg(short = 'v', allow_negative_numbers = true)]
-        version: Option<i32>,
-        #[arg(short = 'R')]
-        recursive: bool,
-    },
-    /// addauth scheme auth
-    #[command(name = "addauth")]
-    AddAuth {
-        scheme: String,
-        auth: Option<String>,
-    },
-    /// sync path
-    Sync { path: String },
-    /// getEphemerals [path]
-    #[command(name = "getEphemerals")]
-    GetEphemerals { path: Option<String> },
-    /// whoami
-    #[command(name = "whoami")]
-    WhoAmI,
-    /// config [-w] [-s]
-    Config {
-        #[arg(short = 's')]
-        stat: bool,
-        #[arg(short = 'w')]
-        watch: bool,
-    },
-    /// history
-    History,
-    /// redo cmdno
-    Redo { number: usize },
-    /// connect [host:port]
-    Connect { server: Option<String> },
-    /// close
-    Close,
-    /// quit
-    Quit,
-    /// help
-    Help,
-}
-
-fn usage_text() -> String {
-    let mut out = String::from("zkit shell: zkCli's commands\n");
-    for (name, args) in USAGE {
-        out.push_str(format!("\t{name} {args}").trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-/// zkCli takes `-t` in milliseconds; a duration with a unit (`30s`) is accepted too.
-fn parse_ttl(text: &str) -> Result<Duration, String> {
-    match text.parse::<u64>() {
-        Ok(ms) => Ok(Duration::from_millis(ms)),
-        Err(_) => humantime::parse_duration(text).map_err(|e| format!("-t {text:?}: {e}")),
-    }
-}
-
-fn parse_watch_mode(text: &str) -> Result<AddWatchMode, String> {
-    match text.to_ascii_uppercase().as_str() {
-        "PERSISTENT" => Ok(AddWatchMode::Persistent),
-        "PERSISTENT_RECURSIVE" => Ok(AddWatchMode::PersistentRecursive),
-        _ => Err(format!(
-            "{text:?}: mode is one of PERSISTENT, PERSISTENT_RECURSIVE"
-        )),
-    }
-}
-
-/// Splits a line into words as zkCli's `MyCommandOptions.parseCommand` does: at whitespace,
-/// a word in double or single quotes kept whole (without its quotes).
-pub fn split_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut chars = line.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-            continue;
-        }
-        let mut word = String::new();
-        if c == '"' || c == '\'' {
-            chars.next();
-            for d in chars.by_ref() {
-                if d == c {
-                    break;
-                }
-                word.push(d);
-            }
-        } else {
-            while let Some(&d) = chars.peek() {
-                if d.is_whitespace() {
-                    break;
-                }
-                word.push(d);
-                chars.next();
-            }
-        }
-        words.push(word);
-    }
-    words
 }
 
 /// zkCli's message for a failed operation on `path` (its `CliWrapperException`).
@@ -900,6 +696,8 @@ async fn interactive(shell: &mut Shell) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
