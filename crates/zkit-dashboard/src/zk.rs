@@ -6,7 +6,6 @@
 //! Only this module names the client crate; the rest of the dashboard sees [`NodeView`],
 //! [`Owner`] and [`zkit::Error`]. Replacing the client means changing this file.
 
-
 use zkit::zkit_client as zk;
 use zkit::{Session, SessionOptions};
 
