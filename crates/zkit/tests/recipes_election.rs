@@ -113,12 +113,12 @@ async fn partitioned_leader_withdraws_and_cannot_write_after_takeover() {
         })
         .await
         .expect("Suspended in time");
+        // Leadership first, then the state: the session layer declares Lost (and the latch
+        // withdraws) at the validity deadline, which may pass between two reads; a state still
+        // Suspended after a withdrawal is a withdrawal on Suspended.
+        let leads = leader.has_leadership();
         if leader_session.state().state == zkit::SessionState::Suspended {
-            assert!(
-                leader.has_leadership(),
-                "{}: withdrew on Suspended",
-                target.name
-            );
+            assert!(leads, "{}: withdrew on Suspended", target.name);
         }
         // Watch both latches until the follower leads: never both at once, and the old one
         // withdraws first (on Lost, at its validity deadline), before its session can have
