@@ -282,7 +282,7 @@ async fn zkit_ui_process_shows_another_servers_lock() {
             .stderr(Stdio::null()),
     )
     .expect("spawn zkit lock");
-    let (mut ui, ui_addr) = spawn_ui(&["--server", &addr]);
+    let (ui, ui_addr) = spawn_ui(&["--server", &addr]);
     assert!(ui_addr.ip().is_loopback(), "binds loopback by default");
     eventually("zkit ui shows the lock", Duration::from_secs(20), || {
         let lock = lock.clone();
