@@ -118,9 +118,20 @@ pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result
         // the session beside it so that a lost waiter fails when the loss is known, not when
         // the connection comes back. Dropping the attempt is safe (the drop guard below).
         let contended = async {
-            tokio::select! {
+            let result = tokio::select! {
                 result = attempt(&c, &cleanup.uuid, bound) => result,
                 err = session_gone(&c, bound) => Err(err),
+            };
+            // The session layer closes a lost session's client, so a request of a session-bound
+            // attempt can fail with `Closed` just before the loss is published: that is the
+            // loss, unless the `Session` itself was closed.
+            match result {
+                Err(Error::Closed)
+                    if bound.is_some() && c.session.state().state != SessionState::Closed =>
+                {
+                    Err(Error::SessionLost)
+                }
+                other => other,
             }
         };
         match until(deadline, contended).await {
