@@ -95,10 +95,12 @@ async fn dump_dom_of_zkit_serve_shows_root_child_lock_and_sessions() {
         "the dashboard has collected the lock",
         Duration::from_secs(20),
         || {
-            let lock = lock.clone();
+            // The lock's node also among its session's ephemerals: those come from `dump`,
+            // which a collection may have taken just before the node was created.
+            let (lock, held) = (lock.clone(), format!("{lock}/{node}"));
             async move {
                 let r = http(admin, "GET", "/api/snapshot", &[], None).await;
-                r.status == 200 && r.body.contains(&lock)
+                r.status == 200 && r.body.contains(&lock) && r.body.contains(&held)
             }
         },
     )
