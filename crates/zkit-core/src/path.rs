@@ -38,19 +38,23 @@ pub fn validate_path(path: &str) -> Result<(), InvalidPath> {
     if path.ends_with('/') {
         return Err(InvalidPath("Path must not end with / character".into()));
     }
-    let chars: Vec<char> = path.chars().collect();
-    let mut lastc = '/';
-    for i in 1..chars.len() {
-        let c = chars[i];
-        let next_is_end_or_slash = i + 1 == chars.len() || chars[i + 1] == '/';
+    // One pass without collecting the characters: the checks look one character back
+    // (`lastc`), two back (`prev2`, only after a '.' that follows a '.') and one ahead.
+    let mut chars = path.chars().peekable();
+    chars.next(); // the leading '/'
+    let (mut prev2, mut lastc) = ('/', '/');
+    let mut i = 0usize;
+    while let Some(c) = chars.next() {
+        i += 1;
+        let next_is_end_or_slash = matches!(chars.peek(), None | Some('/'));
         let bad = if c == '\0' {
             Some("null character not allowed")
         } else if c == '/' && lastc == '/' {
             Some("empty node name specified")
         } else if c == '.' && lastc == '.' {
-            (chars[i - 2] == '/' && next_is_end_or_slash).then_some("relative paths not allowed")
+            (prev2 == '/' && next_is_end_or_slash).then_some("relative paths not allowed")
         } else if c == '.' {
-            (chars[i - 1] == '/' && next_is_end_or_slash).then_some("relative paths not allowed")
+            (lastc == '/' && next_is_end_or_slash).then_some("relative paths not allowed")
         } else if ('\u{1}'..='\u{1f}').contains(&c)
             || ('\u{7f}'..='\u{9f}').contains(&c)
             || ('\u{e000}'..='\u{f8ff}').contains(&c)
@@ -66,6 +70,7 @@ pub fn validate_path(path: &str) -> Result<(), InvalidPath> {
                 "Invalid path string \"{path}\" caused by {reason} @{i}"
             )));
         }
+        prev2 = lastc;
         lastc = c;
     }
     Ok(())
@@ -139,6 +144,20 @@ mod tests {
         ] {
             assert!(validate_path(p).is_err(), "{p:?}");
         }
+    }
+
+    #[test]
+    fn invalid_paths_name_the_character_index_as_java_does() {
+        // PathUtils.validatePath reports the index in the (UTF-16) string: characters, not bytes.
+        let at = |p: &str| validate_path(p).unwrap_err().0;
+        assert!(
+            at("/ab/\u{1}").ends_with("caused by invalid character @4"),
+            "{}",
+            at("/ab/\u{1}")
+        );
+        assert!(at("/ä/\u{1}").ends_with("@3"), "{}", at("/ä/\u{1}"));
+        assert!(at("/a/../b").ends_with("caused by relative paths not allowed @4"));
+        assert!(at("/a//b").ends_with("caused by empty node name specified @3"));
     }
 
     #[test]

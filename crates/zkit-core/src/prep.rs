@@ -7,6 +7,7 @@
 //! nothing behind: the overlay is simply dropped.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use zkit_proto::op::{create_mode, perms};
 use zkit_proto::{Acl, ErrorCode, Id};
@@ -24,7 +25,26 @@ struct Record {
     cversion: i32,
     child_count: usize,
     owner: i64,
-    acl: Vec<Acl>,
+    acl: RecordAcl,
+}
+
+/// A record's ACL: the tree's shared list for a node read from it (no copy per setData,
+/// delete or check), or the list a create or setACL of this request gives.
+#[derive(Debug, Clone)]
+enum RecordAcl {
+    Tree(Arc<[Acl]>),
+    New(Vec<Acl>),
+}
+
+impl std::ops::Deref for RecordAcl {
+    type Target = [Acl];
+
+    fn deref(&self) -> &[Acl] {
+        match self {
+            RecordAcl::Tree(acl) => acl,
+            RecordAcl::New(acl) => acl,
+        }
+    }
 }
 
 /// The tree as seen by the sub-op being prepped.
@@ -107,7 +127,7 @@ impl<'a> Overlay<'a> {
             cversion: n.cversion,
             child_count: n.num_children(),
             owner: n.ephemeral_owner,
-            acl: n.acl().to_vec(),
+            acl: RecordAcl::Tree(n.acl_shared()),
         })
     }
 
@@ -188,7 +208,7 @@ impl<'a> Overlay<'a> {
                 cversion: 0,
                 child_count: 0,
                 owner,
-                acl: acl_list.clone(),
+                acl: RecordAcl::New(acl_list.clone()),
             }),
         );
         Ok(TxnOp::Create {
@@ -277,7 +297,7 @@ impl<'a> Overlay<'a> {
         self.check_acl(&node, perms::ADMIN)?;
         let new_version = check_version(node.aversion, version)?;
         node.aversion = new_version;
-        node.acl = acl_list.clone();
+        node.acl = RecordAcl::New(acl_list.clone());
         self.changes.insert(path.to_owned(), Some(node));
         Ok(TxnOp::SetAcl {
             path: path.to_owned(),

@@ -2,7 +2,7 @@
 //! without SASL, whoAmI, and the ids a connection is authenticated as, which every ACL check
 //! (requests and watch delivery) is made against.
 
-use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use zkit_proto::{AuthPacket, ClientInfo, ErrorCode, Id, ReplyHeader, Response};
 
@@ -11,22 +11,13 @@ use crate::conn::ConnId;
 use crate::{Core, Outbound};
 
 impl Core {
-    /// Everything `conn` is authenticated as: its `ip:<addr>` and the auth-packet ids, without
-    /// duplicates, sorted by (scheme, id). Apache keeps them in a hash set, so its order is
-    /// unspecified; sorting matches what a 3.8 server was seen to return for whoAmI
-    /// (digest ids before ip).
-    pub(super) fn auth_info(&self, conn: ConnId) -> Vec<Id> {
-        let Some(c) = self.conns.get(&conn) else {
-            return Vec::new();
-        };
-        let mut ids: BTreeSet<Id> = c.auth.iter().cloned().collect();
-        if let Some(ip) = &c.peer_ip {
-            ids.insert(Id {
-                scheme: "ip".into(),
-                id: ip.clone(),
-            });
+    /// Everything `conn` is authenticated as ([`Conn::identities`](crate::conn::Conn)); empty
+    /// for a connection the core does not know.
+    pub(super) fn auth_info(&self, conn: ConnId) -> Arc<[Id]> {
+        match self.conns.get(&conn) {
+            Some(c) => c.identities(),
+            None => Arc::from(Vec::new()),
         }
-        ids.into_iter().collect()
     }
 
     /// An auth packet (xid -4): `digest` adds `digest:user:hash` (and `super` when it is the
@@ -44,7 +35,7 @@ impl Core {
             "ip" => self
                 .conns
                 .get(&conn)
-                .and_then(|c| c.peer_ip.clone())
+                .and_then(|c| c.peer_ip().map(str::to_owned))
                 .map(|ip| Id {
                     scheme: "ip".into(),
                     id: ip,
@@ -52,7 +43,7 @@ impl Core {
             "x509" => self
                 .conns
                 .get(&conn)
-                .and_then(|c| c.auth.iter().find(|id| id.scheme == "x509").cloned()),
+                .and_then(|c| c.auth().iter().find(|id| id.scheme == "x509").cloned()),
             _ => None,
         };
         // Apache answers auth with zxid 0, outside the pipeline.
@@ -64,11 +55,11 @@ impl Core {
         match id {
             Some(id) => {
                 if let Some(c) = self.conns.get_mut(&conn) {
-                    if is_super && !c.auth.contains(&acl::super_id()) {
-                        c.auth.push(acl::super_id());
+                    if is_super {
+                        c.add_auth(acl::super_id());
                     }
-                    if id.scheme != "ip" && !c.auth.contains(&id) {
-                        c.auth.push(id);
+                    if id.scheme != "ip" {
+                        c.add_auth(id);
                     }
                 }
                 self.push(

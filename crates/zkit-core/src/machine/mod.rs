@@ -119,7 +119,7 @@ impl Core {
     /// Tells the core the peer address of `conn` (before or after its handshake): it becomes
     /// the connection's `ip:<addr>` identity, reported by whoAmI and used by `ip` auth.
     pub fn set_peer_ip(&mut self, conn: ConnId, ip: String) {
-        self.conns.entry(conn).or_default().peer_ip = Some(ip);
+        self.conns.entry(conn).or_default().set_peer_ip(ip);
     }
 
     /// Tells the core that `conn` presented a verified TLS client certificate whose subject
@@ -129,16 +129,13 @@ impl Core {
     pub fn set_x509_identity(&mut self, conn: ConnId, subject: String) {
         let is_super = self.config.x509_super_user.as_ref() == Some(&subject);
         let c = self.conns.entry(conn).or_default();
-        if is_super && !c.auth.contains(&crate::acl::super_id()) {
-            c.auth.push(crate::acl::super_id());
+        if is_super {
+            c.add_auth(crate::acl::super_id());
         }
-        let id = zkit_proto::Id {
+        c.add_auth(zkit_proto::Id {
             scheme: "x509".into(),
             id: subject,
-        };
-        if !c.auth.contains(&id) {
-            c.auth.push(id);
-        }
+        });
     }
 
     fn min_timeout(&self) -> i32 {
