@@ -3,6 +3,12 @@
 //! families are added as a module plus one enum variant here.
 
 mod cmd;
+#[cfg(feature = "dhat-heap")]
+mod heap_profile;
+
+#[cfg(feature = "dhat-heap")]
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
 
 use std::process::ExitCode;
 
@@ -128,6 +134,9 @@ enum BenchCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Dropped after the runtime: the profile covers the whole server run.
+    #[cfg(feature = "dhat-heap")]
+    let _profiler = matches!(cli.command, Command::Serve(_)).then(heap_profile::start);
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all();
     if let Command::Serve(args) = &cli.command {
@@ -144,7 +153,11 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Serve(args) => cmd::serve::run(args).await,
+        Command::Serve(args) => {
+            #[cfg(feature = "dhat-heap")]
+            heap_profile::print_on_sigusr1();
+            cmd::serve::run(args).await
+        }
         Command::Node(command) => cmd::node::run(command).await,
         Command::Demo(args) => cmd::demo::run(args).await,
         Command::Admin(command) => cmd::admin::run(command).await,

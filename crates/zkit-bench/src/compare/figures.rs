@@ -23,6 +23,8 @@ pub(super) struct ServerFigures {
     pub(super) sync_write: Option<LoadReport>,
     pub(super) sync_read: Option<LoadReport>,
     pub(super) pipelined: Vec<LoadReport>,
+    /// The server's CPU time (user + system) during each of `pipelined`, in the same order.
+    pub(super) pipelined_cpu: Vec<Option<Duration>>,
     pub(super) phase1_rss: Option<u64>,
     pub(super) phase1_cpu: Option<Duration>,
     pub(super) rated: Option<LoadReport>,

@@ -78,8 +78,11 @@ pub(super) async fn phase_one(
             value_size: args.value_size,
             ..load_spec(server, ops, args.sessions, args.inflight)
         };
+        let before = server.cpu();
         let r = run_load(zkit, &spec).await?;
+        let cpu = server.cpu().zip(before).map(|(b, a)| b.saturating_sub(a));
         figures.pipelined.push(report(r, server, "pipelined"));
+        figures.pipelined_cpu.push(cpu);
     }
     figures.phase1_rss = server.rss();
     figures.phase1_cpu = server.cpu().zip(cpu0).map(|(b, a)| b.saturating_sub(a));
