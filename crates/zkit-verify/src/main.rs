@@ -336,6 +336,16 @@ async fn long(args: RunArgs) -> Result<ExitCode> {
         if faults.contains(&FaultKind::DiskFull) && !args.embedded {
             bail!("disk-full needs --embedded (a small WAL segment on a small tmpfs)");
         }
+        let kinds: Vec<&str> = faults.iter().map(|k| k.name()).collect();
+        println!(
+            "zkit-verify: workload {} nemesis {}",
+            w.name(),
+            if kinds.is_empty() {
+                "none".to_owned()
+            } else {
+                kinds.join(",")
+            }
+        );
         for r in 0..args.runs {
             let seed = seed0.wrapping_add(u64::from(r));
             let names: Vec<&str> = faults.iter().map(|k| k.name()).collect();
