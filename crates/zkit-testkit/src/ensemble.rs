@@ -64,14 +64,7 @@ impl Ensemble {
     /// # Errors
     /// When the script fails (its output is in the error).
     pub async fn start(members: usize) -> io::Result<Ensemble> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "zkit-ensemble-{}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed),
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir)?;
+        let dir = Self::fresh_dir()?;
         let mut ensemble = Ensemble {
             dir,
             connect: String::new(),
@@ -81,6 +74,87 @@ impl Ensemble {
         let out = ensemble.script(&["start", &members.to_string()]).await?;
         ensemble.connect = out.trim().to_owned();
         Ok(ensemble)
+    }
+
+    /// Starts `members` members (at least 3) from configs the caller writes: `config(m, dir)`
+    /// returns the whole `zoo.cfg` of member `m` (numbered from 1), whose data dir must be
+    /// `dir/data` (created, with its `myid`). Each config names a `clientPort=`; the connect
+    /// string lists them in member order. Used to route the members' quorum and election
+    /// links through proxies: the script's own `start` picks its ports and writes its configs,
+    /// while its `restart` starts a member from whatever config is in `DIR/M/zoo.cfg`, so the
+    /// members are launched with one concurrent `restart` each (each returns once its member
+    /// serves, which needs a quorum of them up). kill, pause, resume, restart, leader and
+    /// status then work as for [`Ensemble::start`].
+    ///
+    /// # Errors
+    /// Writing the configs, a config without `clientPort=`, or a member that does not serve.
+    pub async fn start_with_configs(
+        members: usize,
+        config: impl Fn(usize, &Path) -> String,
+    ) -> io::Result<Ensemble> {
+        let dir = Self::fresh_dir()?;
+        let mut ensemble = Ensemble {
+            dir,
+            connect: String::new(),
+            members,
+        };
+        let mut ports = Vec::new();
+        for m in 1..=members {
+            let mdir = ensemble.dir.join(m.to_string());
+            std::fs::create_dir_all(mdir.join("data"))?;
+            std::fs::write(mdir.join("data/myid"), format!("{m}\n"))?;
+            let cfg = config(m, &mdir);
+            let port = cfg
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("clientPort="))
+                .map(|p| p.trim().to_owned())
+                .ok_or_else(|| io::Error::other(format!("member {m}: no clientPort= in config")))?;
+            ports.push(format!("127.0.0.1:{port}"));
+            std::fs::write(mdir.join("zoo.cfg"), cfg)?;
+        }
+        ensemble.connect = ports.join(",");
+        std::fs::write(
+            ensemble.dir.join("connect"),
+            format!("{}\n", ensemble.connect),
+        )?;
+        // Every member's `restart` is spawned before any is awaited: they run at once.
+        let mut children = Vec::new();
+        for m in 1..=members {
+            let child = tokio::process::Command::new(apache_zk_script())
+                .args(["ensemble", "restart"])
+                .arg(&ensemble.dir)
+                .arg(m.to_string())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()?;
+            children.push((m, child));
+        }
+        for (m, child) in children {
+            let out = child.wait_with_output().await?;
+            if !out.status.success() {
+                return Err(io::Error::other(format!(
+                    "scripts/apache-zk ensemble restart {m} failed ({}): {}{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                )));
+            }
+        }
+        Ok(ensemble)
+    }
+
+    fn fresh_dir() -> io::Result<PathBuf> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "zkit-ensemble-{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
     }
 
     /// The connect string, `127.0.0.1:P1,127.0.0.1:P2,…`.

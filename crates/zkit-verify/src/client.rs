@@ -134,6 +134,10 @@ pub struct ClientConfig {
     pub session_timeout: Duration,
     /// How long a lock acquisition waits.
     pub lock_timeout: Duration,
+    /// Register reads send a `sync` first: needed on an ensemble, where a member answers
+    /// reads from its own replica, which may lag (ZooKeeper's reads are sequentially
+    /// consistent, not linearizable; sync + read is the documented way to a fresh read).
+    pub sync_reads: bool,
 }
 
 /// Starts a task client.
@@ -150,7 +154,8 @@ pub async fn spawn_task(config: &ClientConfig) -> Result<ClientHandle, Error> {
         },
         config.lock_timeout,
         notice_tx,
-    )?;
+    )?
+    .with_sync_reads(config.sync_reads);
     let (commands, mut rx) = mpsc::unbounded_channel::<(u64, Op)>();
     let pending: Pending = Arc::default();
     let task_pending = Arc::clone(&pending);
@@ -189,6 +194,7 @@ pub async fn spawn_process(
         .arg(config.session_timeout.as_millis().to_string())
         .arg("--lock-timeout-ms")
         .arg(config.lock_timeout.as_millis().to_string())
+        .args(config.sync_reads.then_some("--sync-reads"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -267,7 +273,8 @@ pub async fn serve_stdio(config: ClientConfig) -> Result<(), Error> {
         },
         config.lock_timeout,
         notice_tx,
-    )?;
+    )?
+    .with_sync_reads(config.sync_reads);
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+use zkit::ledger::{
+    CreateOptions, LedgerClient, LedgerError, LedgerOptions, LedgerReader, LedgerWriter,
+};
 use zkit::lock::{LockGuard, Mutex};
 use zkit::queue::{Claim, Queue};
 
@@ -120,6 +123,8 @@ pub struct Executor {
     claims: HashMap<u64, Claim>,
     guards: HashMap<i64, LockGuard>,
     notices: mpsc::UnboundedSender<Op>,
+    sync_reads: bool,
+    ledger: Option<LedgerState>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -154,7 +159,17 @@ impl Executor {
             claims: HashMap::new(),
             guards: HashMap::new(),
             notices,
+            sync_reads: false,
+            ledger: None,
         })
+    }
+
+    /// Register reads `sync` first when `on` (an ensemble: see
+    /// [`crate::client::ClientConfig::sync_reads`]).
+    #[must_use]
+    pub fn with_sync_reads(mut self, on: bool) -> Executor {
+        self.sync_reads = on;
+        self
     }
 
     /// The connection.
@@ -173,7 +188,7 @@ impl Executor {
         let zk = &self.zk;
         let l = &self.layout;
         match op {
-            Op::Read { key, .. } => match zk.read_cell(&l.register(key)).await {
+            Op::Read { key, .. } => match zk.read_cell(&l.register(key), self.sync_reads).await {
                 Ok(cell) => Reply::ok(Op::Read {
                     key,
                     value: Some(cell),
@@ -287,7 +302,156 @@ impl Executor {
                     Err(e) => Reply::err(Op::Release { token, lost }, &e, false),
                 }
             }
+            op @ (Op::LedgerAppend { .. } | Op::LedgerRecover { .. } | Op::LedgerRead { .. }) => {
+                self.ledger_op(op).await
+            }
             other => Reply::fail(other, "not an operation this executor runs"),
+        }
+    }
+}
+
+/// The password of the ledger workload's ledgers.
+pub const LEDGER_PASSWORD: &[u8] = b"zkit-verify";
+
+/// A ledger client's state: the ledger this client writes (at most one), and the readers it
+/// opened.
+struct LedgerState {
+    client: LedgerClient,
+    writer: Option<LedgerWriter>,
+    readers: HashMap<u64, LedgerReader>,
+}
+
+/// The ledger options of the workload: failures show within seconds.
+pub fn ledger_options() -> LedgerOptions {
+    LedgerOptions {
+        request_timeout: Duration::from_secs(3),
+        connect_timeout: Duration::from_secs(2),
+        speculative_read_delay: Duration::from_millis(100),
+        ..LedgerOptions::default()
+    }
+}
+
+fn ledger_value(payload: &[u8]) -> Option<u64> {
+    std::str::from_utf8(payload).ok()?.parse().ok()
+}
+
+impl Executor {
+    /// An append (opening a ledger first when this client writes none: its first append, or
+    /// the one after a failure), a recovery, or a read of one entry.
+    async fn ledger_op(&mut self, op: Op) -> Reply {
+        if self.ledger.is_none() {
+            match LedgerClient::with_options(self.zk.session(), ledger_options()) {
+                Ok(client) => {
+                    self.ledger = Some(LedgerState {
+                        client,
+                        writer: None,
+                        readers: HashMap::new(),
+                    });
+                }
+                Err(e) => return Reply::fail(op, &e.to_string()),
+            }
+        }
+        let Some(state) = self.ledger.as_mut() else {
+            return Reply::fail(op, "no ledger client");
+        };
+        match op {
+            Op::LedgerAppend { writer, value, .. } => {
+                if state.writer.is_none() {
+                    let opts = CreateOptions {
+                        password: LEDGER_PASSWORD.to_vec(),
+                        ..CreateOptions::default()
+                    };
+                    match state.client.create(&opts).await {
+                        Ok(w) => state.writer = Some(w),
+                        // Nothing was appended; at worst an empty ledger was created.
+                        Err(e) => return Reply::fail(op, &format!("create: {e}")),
+                    }
+                }
+                let Some(w) = state.writer.as_ref() else {
+                    return Reply::fail(op, "no writer");
+                };
+                let ledger = u64::try_from(w.id()).unwrap_or(u64::MAX);
+                match w.append(value.to_string().into_bytes()).await {
+                    Ok(entry) => Reply::ok(Op::LedgerAppend {
+                        ledger,
+                        writer,
+                        value,
+                        entry: u64::try_from(entry).ok(),
+                    }),
+                    Err(e) => {
+                        // Fenced, closed or failed: the entry may still be on some bookies
+                        // (unknown), and this writer is done; the next append opens a new
+                        // ledger, as an application would.
+                        state.writer = None;
+                        Reply {
+                            kind: EventKind::Info,
+                            op: Op::LedgerAppend {
+                                ledger,
+                                writer,
+                                value,
+                                entry: None,
+                            },
+                            error: Some(e.to_string()),
+                        }
+                    }
+                }
+            }
+            Op::LedgerRecover { ledger, .. } => {
+                let Ok(id) = i64::try_from(ledger) else {
+                    return Reply::fail(op, "no such ledger");
+                };
+                match state.client.recover(id, LEDGER_PASSWORD).await {
+                    Ok(m) => Reply::ok(Op::LedgerRecover {
+                        ledger,
+                        last: Some(m.last_entry_id),
+                    }),
+                    Err(LedgerError::NoSuchLedger(_)) => Reply::fail(op, "no such ledger"),
+                    // It may have fenced and closed the ledger before it failed: unknown.
+                    Err(e) => Reply {
+                        kind: EventKind::Info,
+                        op,
+                        error: Some(e.to_string()),
+                    },
+                }
+            }
+            Op::LedgerRead { ledger, entry, .. } => {
+                let Ok(id) = i64::try_from(ledger) else {
+                    return Reply::fail(op, "no such ledger");
+                };
+                if !state.readers.contains_key(&ledger) {
+                    match state.client.open(id, LEDGER_PASSWORD).await {
+                        Ok(r) => {
+                            state.readers.insert(ledger, r);
+                        }
+                        Err(e) => return Reply::fail(op, &format!("open: {e}")),
+                    }
+                }
+                let Some(reader) = state.readers.get(&ledger) else {
+                    return Reply::fail(op, "no reader");
+                };
+                let Ok(e) = i64::try_from(entry) else {
+                    return Reply::fail(op, "bad entry id");
+                };
+                match reader.read_entry(e).await {
+                    Ok(got) => match ledger_value(&got.payload) {
+                        Some(v) => Reply::ok(Op::LedgerRead {
+                            ledger,
+                            entry,
+                            value: Some(v),
+                        }),
+                        None => Reply::fail(op, "entry payload is not a value"),
+                    },
+                    Err(LedgerError::BeyondLastEntry { .. } | LedgerError::NoSuchEntry { .. }) => {
+                        Reply::ok(Op::LedgerRead {
+                            ledger,
+                            entry,
+                            value: None,
+                        })
+                    }
+                    Err(e) => Reply::fail(op, &e.to_string()),
+                }
+            }
+            other => Reply::fail(other, "not a ledger operation"),
         }
     }
 }

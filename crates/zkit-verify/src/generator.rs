@@ -291,6 +291,90 @@ impl Generator for LockGen {
     }
 }
 
+/// The ledger each writer appends to now (from its last acknowledged append), shared by the
+/// writers and the recoverer of a ledger run.
+pub type CurrentLedgers = Arc<Mutex<std::collections::BTreeMap<u32, u64>>>;
+
+/// Ledger writer: appends values unique to the client (`client << 32 | n`); the executor
+/// opens a new ledger when it has none (first append, or after a failure or a fence).
+#[derive(Debug)]
+pub struct LedgerWriterGen {
+    client: u32,
+    counter: u64,
+    current: CurrentLedgers,
+}
+
+impl LedgerWriterGen {
+    /// Writer `client`, publishing its ledger in `current`.
+    pub fn new(client: u32, current: CurrentLedgers) -> LedgerWriterGen {
+        LedgerWriterGen {
+            client,
+            counter: 0,
+            current,
+        }
+    }
+}
+
+impl Generator for LedgerWriterGen {
+    fn next(&mut self, rng: &mut StdRng) -> Step {
+        self.counter += 1;
+        Step {
+            delay: think(rng, 10),
+            op: Op::LedgerAppend {
+                ledger: 0,
+                writer: self.client,
+                value: (u64::from(self.client) << 32) | self.counter,
+                entry: None,
+            },
+        }
+    }
+
+    fn observe(&mut self, reply: &Reply) {
+        if let (Op::LedgerAppend { ledger, .. }, EventKind::Ok) = (&reply.op, reply.kind) {
+            crate::lock_vec(&self.current).insert(self.client, *ledger);
+        }
+    }
+}
+
+/// Ledger recoverer: now and then recovers (fences and closes) a writer's current ledger while
+/// that writer is alive, the way a new owner takes a log over; the writer must then be
+/// refused, and moves on to a new ledger.
+#[derive(Debug)]
+pub struct LedgerRecoverGen {
+    current: CurrentLedgers,
+}
+
+impl LedgerRecoverGen {
+    /// A recoverer of the ledgers in `current`.
+    pub fn new(current: CurrentLedgers) -> LedgerRecoverGen {
+        LedgerRecoverGen { current }
+    }
+}
+
+impl Generator for LedgerRecoverGen {
+    fn next(&mut self, rng: &mut StdRng) -> Step {
+        let ledgers: Vec<u64> = crate::lock_vec(&self.current).values().copied().collect();
+        let delay = Duration::from_millis(rng.gen_range(1500..=3000));
+        match ledgers.as_slice() {
+            [] => Step {
+                delay,
+                // Nothing written yet: this fails (no such ledger); only ok recoveries count.
+                op: Op::LedgerRecover {
+                    ledger: u64::MAX,
+                    last: None,
+                },
+            },
+            l => Step {
+                delay,
+                op: Op::LedgerRecover {
+                    ledger: l[rng.gen_range(0..l.len())],
+                    last: None,
+                },
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

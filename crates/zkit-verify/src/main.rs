@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! zkit-verify --minutes 30 [--workload W] [--nemesis F,G] [--seed S] [--runs N]
+//! zkit-verify --target ensemble [--members 3] --nemesis kill-leader,isolate-leader …
+//! zkit-verify --workload ledger --nemesis kill-bookie,pause-bookie,kill-client,pause-client
 //! zkit-verify check history.jsonl --workload register     # re-check a saved history
 //! zkit-verify self-test                                    # every checker on known histories
 //! zkit-verify client --connect … --root …                  # a client process (used by runs)
@@ -17,7 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use zkit_verify::client::{self, ClientConfig};
 use zkit_verify::history::History;
 use zkit_verify::nemesis::FaultKind;
-use zkit_verify::runner::{self, RunConfig, ServerCommand};
+use zkit_verify::runner::{self, EnsembleOptions, RunConfig, ServerCommand};
 use zkit_verify::workload::Workload;
 
 /// Jepsen-style verification of zkit serve: seeded workloads under faults, checked histories.
@@ -59,7 +61,10 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',')]
     workload: Vec<String>,
     /// Fault kinds (comma-separated: kill, pause, pause-long, drop, reset, stall, partition,
-    /// partition-long, disk-full, kill-client; `none`); default: the workload's own set.
+    /// partition-long, disk-full, kill-client, pause-client; for the ledger kill-bookie,
+    /// pause-bookie; on an ensemble kill-leader, kill-follower,
+    /// pause-leader, pause-follower, isolate-leader; `none`); default: the workload's own set
+    /// (on an ensemble: its member faults and the connection faults).
     #[arg(long, value_delimiter = ',')]
     nemesis: Vec<String>,
     /// Seed of the first run (later runs add 1); default: from the clock, printed.
@@ -77,6 +82,13 @@ struct RunArgs {
     /// Test the embedded server of this binary instead (needed for disk-full).
     #[arg(long)]
     embedded: bool,
+    /// What is tested: `zkit` (a `zkit serve` process) or `ensemble` (an Apache ZooKeeper
+    /// ensemble through scripts/apache-zk: the reference the checkers are proven against).
+    #[arg(long, default_value = "zkit")]
+    target: String,
+    /// Members of the ensemble (`--target ensemble`).
+    #[arg(long, default_value_t = 3)]
+    members: usize,
     /// tickTime of the server (ms).
     #[arg(long, default_value_t = 200)]
     tick_ms: u64,
@@ -101,6 +113,8 @@ struct ClientArgs {
     session_timeout_ms: u64,
     #[arg(long, default_value_t = 3200)]
     lock_timeout_ms: u64,
+    #[arg(long)]
+    sync_reads: bool,
 }
 
 #[derive(Debug, Args)]
@@ -189,6 +203,7 @@ async fn run_client(args: ClientArgs) -> Result<ExitCode> {
         root: args.root,
         session_timeout: Duration::from_millis(args.session_timeout_ms),
         lock_timeout: Duration::from_millis(args.lock_timeout_ms),
+        sync_reads: args.sync_reads,
     })
     .await?;
     Ok(ExitCode::SUCCESS)
@@ -272,7 +287,15 @@ async fn long(args: RunArgs) -> Result<ExitCode> {
                 .collect::<Result<_>>()?,
         )
     };
-    let server = if args.embedded {
+    let ensemble = match args.target.as_str() {
+        "zkit" => None,
+        "ensemble" => Some(EnsembleOptions {
+            members: args.members,
+            links: false,
+        }),
+        t => bail!("unknown --target {t} (zkit or ensemble)"),
+    };
+    let server = if args.embedded || ensemble.is_some() {
         ServerCommand::embedded(me.clone(), &["--wal-segment-size", "1048576"])
     } else {
         let zkit = args
@@ -306,10 +329,23 @@ async fn long(args: RunArgs) -> Result<ExitCode> {
     let mut failed = 0;
     let mut total = 0;
     for w in workloads {
-        let faults = explicit.clone().unwrap_or_else(|| w.faults());
+        let faults = explicit.clone().unwrap_or_else(|| match ensemble {
+            Some(_) => w.ensemble_faults(),
+            None => w.faults(),
+        });
         if faults.contains(&FaultKind::DiskFull) && !args.embedded {
             bail!("disk-full needs --embedded (a small WAL segment on a small tmpfs)");
         }
+        let kinds: Vec<&str> = faults.iter().map(|k| k.name()).collect();
+        println!(
+            "zkit-verify: workload {} nemesis {}",
+            w.name(),
+            if kinds.is_empty() {
+                "none".to_owned()
+            } else {
+                kinds.join(",")
+            }
+        );
         for r in 0..args.runs {
             let seed = seed0.wrapping_add(u64::from(r));
             let names: Vec<&str> = faults.iter().map(|k| k.name()).collect();
@@ -326,6 +362,13 @@ async fn long(args: RunArgs) -> Result<ExitCode> {
                 base.join(format!("{}-{seed}", w.name())),
             );
             config.faults = faults.clone();
+            config.ensemble = ensemble;
+            // The bookies of the ledger workload are `zkit bookie` processes.
+            config.zkit_bin = Some(
+                args.zkit
+                    .clone()
+                    .unwrap_or_else(|| me.with_file_name("zkit")),
+            );
             config.duration = Duration::from_secs_f64(args.minutes * 60.0);
             config.clients = args.clients;
             config.tick = Duration::from_millis(args.tick_ms);
@@ -333,10 +376,15 @@ async fn long(args: RunArgs) -> Result<ExitCode> {
             config.op_timeout = config.session_timeout * 2;
             config.soak = !args.no_soak;
             config.replay = format!(
-                "cargo run -p zkit-verify --release -- --workload {} --nemesis {nemesis} --seed {seed} --minutes {}{}",
+                "cargo run -p zkit-verify --release -- --workload {} --nemesis {nemesis} --seed {seed} --minutes {}{}{}",
                 w.name(),
                 args.minutes,
-                if args.embedded { " --embedded" } else { "" }
+                if args.embedded { " --embedded" } else { "" },
+                if ensemble.is_some() {
+                    format!(" --target ensemble --members {}", args.members)
+                } else {
+                    String::new()
+                }
             );
             let result = runner::run(config).await?;
             total += 1;

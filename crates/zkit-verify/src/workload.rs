@@ -9,9 +9,11 @@
 //! | `queue`      | processes: producers, consumers | queue (claim/ack exactly once) |
 //! | `sessions`   | tasks + an observer             | sessions                       |
 //! | `locks`      | processes: `Mutex` holders      | locks (exclusion, fencing)     |
+//! | `ledger`     | processes: writers, a recoverer | ledger (acked entries survive) |
 
 use std::time::Duration;
 
+use crate::checker::ledger::LedgerChecker;
 use crate::checker::locks::LockChecker;
 use crate::checker::queue::QueueChecker;
 use crate::checker::register::RegisterChecker;
@@ -36,17 +38,20 @@ pub enum Workload {
     Sessions,
     /// The mutex.
     Locks,
+    /// Ledgers on `zkit bookie` processes: writers append, a recoverer fences live writers.
+    Ledger,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::Register,
         Workload::Set,
         Workload::UniqueIds,
         Workload::Queue,
         Workload::Sessions,
         Workload::Locks,
+        Workload::Ledger,
     ];
 
     /// Its `--workload` name.
@@ -58,6 +63,7 @@ impl Workload {
             Workload::Queue => "queue",
             Workload::Sessions => "sessions",
             Workload::Locks => "locks",
+            Workload::Ledger => "ledger",
         }
     }
 
@@ -68,7 +74,7 @@ impl Workload {
 
     /// Whether its clients are OS processes (they are killed as part of the workload).
     pub fn process_clients(self) -> bool {
-        matches!(self, Workload::Queue | Workload::Locks)
+        matches!(self, Workload::Queue | Workload::Locks | Workload::Ledger)
     }
 
     /// The faults that make sense for it.
@@ -80,7 +86,28 @@ impl Workload {
             }
             Workload::Queue | Workload::Locks => vec![Kill, Pause, Drop, Reset, KillClient],
             Workload::Sessions => vec![Partition, PartitionLong, Pause, PauseLong, Kill, Drop],
+            Workload::Ledger => vec![KillBookie, PauseBookie, KillClient, PauseClient, Kill],
         }
+    }
+
+    /// The faults that make sense for it on an Apache ensemble: the member faults, and the
+    /// connection faults that need no server process of ours.
+    pub fn ensemble_faults(self) -> Vec<FaultKind> {
+        use FaultKind::*;
+        let mut f = vec![
+            KillLeader,
+            KillFollower,
+            PauseLeader,
+            PauseFollower,
+            IsolateLeader,
+        ];
+        match self {
+            Workload::Queue | Workload::Locks => f.extend([Drop, Reset, KillClient]),
+            Workload::Ledger => f.extend([KillBookie, PauseBookie, KillClient, PauseClient]),
+            Workload::Sessions => f.extend([Partition, PartitionLong, Drop]),
+            _ => f.extend([Drop, Reset, Stall]),
+        }
+        f
     }
 
     /// The checker for its histories; `grace` is how long past its timeout a cut-off session
@@ -95,6 +122,7 @@ impl Workload {
                 grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
             }),
             Workload::Locks => Box::new(LockChecker),
+            Workload::Ledger => Box::new(LedgerChecker),
         }
     }
 }

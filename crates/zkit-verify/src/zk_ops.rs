@@ -182,12 +182,18 @@ impl Zk {
 
     // --- register ---
 
-    /// getData of a register znode.
+    /// getData of a register znode, after a `sync` of it when `sync` is set (the way to read
+    /// what the leader has committed from any member, as the ZooKeeper programmer's guide
+    /// says; the read is sent once the sync's reply arrived).
     ///
     /// # Errors
     /// ZooKeeper errors (NoNode is [`Cell::Absent`]).
-    pub async fn read_cell(&self, path: &str) -> Result<Cell> {
-        match self.session.client().get_data(path).await {
+    pub async fn read_cell(&self, path: &str, sync: bool) -> Result<Cell> {
+        let client = self.session.client();
+        if sync {
+            client.sync(path).await?;
+        }
+        match client.get_data(path).await {
             Ok((data, stat)) => Ok(Cell::Present {
                 value: parse_i64(&data)?,
                 version: stat.version,

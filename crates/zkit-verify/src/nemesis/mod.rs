@@ -5,16 +5,24 @@
 //!   durable data dir: kill -9 and restart, SIGSTOP/SIGCONT.
 //! - [`proxy`]: every client reaches the server through its own `zkit_testkit::FaultProxy`:
 //!   connection drops, resets (RST), stalls, and partitions of one client (black hole).
+//! - [`bookie`]: the ledger workload's `zkit bookie` processes: kill -9 and restart,
+//!   SIGSTOP/SIGCONT.
+//! - [`client`]: SIGSTOP/SIGCONT of client processes.
 //! - [`disk`]: the data dir on a small tmpfs (root only) filled to ENOSPC and freed again.
-//! - [`partition`]: the plumbing for ensembles: per-member configs whose quorum and election
-//!   addresses point at per-link proxies, so one link can be cut. Ensemble faults
-//!   ([`Fault::KillMember`], [`Fault::PauseMember`], [`Fault::PartitionMembers`]) plug in
-//!   through the same [`Nemesis`] trait once the ensemble harness exists.
+//! - [`partition`]: per-member configs whose quorum and election addresses point at per-link
+//!   proxies, so one link between two members can be cut ([`Fault::PartitionMembers`]).
+//! - [`ensemble`]: an Apache ZooKeeper ensemble as the system under test, and the nemesis of
+//!   its members: kill -9 and restart, SIGSTOP/SIGCONT of the leader or a follower
+//!   ([`Fault::KillMember`], [`Fault::PauseMember`]), and the leader cut off from every other
+//!   member ([`Fault::IsolateMember`]) while its clients keep their connections.
 //!
 //! Faults run one at a time: inject, hold, heal, pause, next. A schedule is a pure function of
 //! the seed, the fault kinds, the run's length and its timing.
 
+pub mod bookie;
+pub mod client;
 pub mod disk;
+pub mod ensemble;
 pub mod partition;
 pub mod proxy;
 pub mod server;
@@ -76,6 +84,28 @@ pub enum Fault {
         /// The client.
         client: u32,
     },
+    /// SIGSTOP a client process for `duration` (its session may expire meanwhile; a ledger
+    /// writer may be fenced meanwhile).
+    PauseClient {
+        /// The client.
+        client: u32,
+        /// How long.
+        duration: Duration,
+    },
+    /// kill -9 a bookie, restart it on the same data dir after `down`.
+    KillBookie {
+        /// Which bookie (by number, modulo the bookies of the run).
+        bookie: u32,
+        /// Time down.
+        down: Duration,
+    },
+    /// SIGSTOP a bookie for `duration`.
+    PauseBookie {
+        /// Which bookie.
+        bookie: u32,
+        /// How long.
+        duration: Duration,
+    },
     /// kill -9 an ensemble member, restart it after `down`.
     KillMember {
         /// Which member.
@@ -88,6 +118,14 @@ pub enum Fault {
         /// Which member.
         member: Member,
         /// Time stopped.
+        duration: Duration,
+    },
+    /// Cut the quorum and election links between `member` and every other member for
+    /// `duration`; client connections are untouched.
+    IsolateMember {
+        /// Which member.
+        member: Member,
+        /// How long.
         duration: Duration,
     },
     /// Cut the quorum and election links between members `a` and `b` for `duration`.
@@ -105,12 +143,17 @@ impl Fault {
     /// How long the fault lasts before it is healed.
     pub fn duration(&self) -> Duration {
         match self {
-            Fault::KillServer { down } | Fault::KillMember { down, .. } => *down,
+            Fault::KillServer { down }
+            | Fault::KillMember { down, .. }
+            | Fault::KillBookie { down, .. } => *down,
             Fault::PauseServer { duration }
             | Fault::StallConnections { duration }
             | Fault::Partition { duration, .. }
             | Fault::DiskFull { duration }
             | Fault::PauseMember { duration, .. }
+            | Fault::IsolateMember { duration, .. }
+            | Fault::PauseClient { duration, .. }
+            | Fault::PauseBookie { duration, .. }
             | Fault::PartitionMembers { duration, .. } => *duration,
             Fault::DropConnections | Fault::ResetConnections | Fault::KillClient { .. } => {
                 Duration::ZERO
@@ -121,7 +164,9 @@ impl Fault {
     /// The client a client-side fault hits.
     pub fn client(&self) -> Option<u32> {
         match self {
-            Fault::Partition { client, .. } | Fault::KillClient { client } => Some(*client),
+            Fault::Partition { client, .. }
+            | Fault::KillClient { client }
+            | Fault::PauseClient { client, .. } => Some(*client),
             _ => None,
         }
     }
@@ -143,11 +188,23 @@ impl fmt::Display for Fault {
             }
             Fault::DiskFull { duration } => write!(f, "disk-full {}ms", ms(duration)),
             Fault::KillClient { client } => write!(f, "kill-client {client}"),
+            Fault::PauseClient { client, duration } => {
+                write!(f, "pause-client {client} {}ms", ms(duration))
+            }
+            Fault::KillBookie { bookie, down } => {
+                write!(f, "kill-bookie {bookie} down {}ms", ms(down))
+            }
+            Fault::PauseBookie { bookie, duration } => {
+                write!(f, "pause-bookie {bookie} {}ms", ms(duration))
+            }
             Fault::KillMember { member, down } => {
                 write!(f, "kill-member {member:?} down {}ms", ms(down))
             }
             Fault::PauseMember { member, duration } => {
                 write!(f, "pause-member {member:?} {}ms", ms(duration))
+            }
+            Fault::IsolateMember { member, duration } => {
+                write!(f, "isolate-member {member:?} {}ms", ms(duration))
             }
             Fault::PartitionMembers { a, b, duration } => {
                 write!(f, "partition-members {a}-{b} {}ms", ms(duration))
@@ -179,11 +236,28 @@ pub enum FaultKind {
     DiskFull,
     /// `kill-client`: kill -9 of a client process.
     KillClient,
+    /// `kill-leader`: kill -9 and restart of the ensemble's leader.
+    KillLeader,
+    /// `kill-follower`: kill -9 and restart of a follower.
+    KillFollower,
+    /// `pause-leader`: SIGSTOP of the leader, shorter or longer than the ensemble's syncLimit.
+    PauseLeader,
+    /// `pause-follower`: SIGSTOP of a follower, shorter or longer than syncLimit.
+    PauseFollower,
+    /// `pause-client`: SIGSTOP of a client process (a ledger writer: fenced meanwhile).
+    PauseClient,
+    /// `kill-bookie`: kill -9 and restart of a bookie.
+    KillBookie,
+    /// `pause-bookie`: SIGSTOP of a bookie.
+    PauseBookie,
+    /// `isolate-leader`: the leader's links to every other member cut for longer than
+    /// syncLimit (it loses its quorum, the others elect a new leader), then healed.
+    IsolateLeader,
 }
 
 impl FaultKind {
     /// Every kind, in `--nemesis` order.
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::PauseLong,
@@ -194,7 +268,32 @@ impl FaultKind {
         FaultKind::PartitionLong,
         FaultKind::DiskFull,
         FaultKind::KillClient,
+        FaultKind::KillLeader,
+        FaultKind::KillFollower,
+        FaultKind::PauseLeader,
+        FaultKind::PauseFollower,
+        FaultKind::IsolateLeader,
+        FaultKind::PauseClient,
+        FaultKind::KillBookie,
+        FaultKind::PauseBookie,
     ];
+
+    /// The kinds that need an ensemble as the target.
+    pub fn needs_ensemble(self) -> bool {
+        matches!(
+            self,
+            FaultKind::KillLeader
+                | FaultKind::KillFollower
+                | FaultKind::PauseLeader
+                | FaultKind::PauseFollower
+                | FaultKind::IsolateLeader
+        )
+    }
+
+    /// The kinds that need the ensemble's member links routed through proxies.
+    pub fn needs_links(self) -> bool {
+        self == FaultKind::IsolateLeader
+    }
 
     /// The `--nemesis` name.
     pub fn name(self) -> &'static str {
@@ -209,6 +308,14 @@ impl FaultKind {
             FaultKind::PartitionLong => "partition-long",
             FaultKind::DiskFull => "disk-full",
             FaultKind::KillClient => "kill-client",
+            FaultKind::KillLeader => "kill-leader",
+            FaultKind::KillFollower => "kill-follower",
+            FaultKind::PauseLeader => "pause-leader",
+            FaultKind::PauseFollower => "pause-follower",
+            FaultKind::IsolateLeader => "isolate-leader",
+            FaultKind::PauseClient => "pause-client",
+            FaultKind::KillBookie => "kill-bookie",
+            FaultKind::PauseBookie => "pause-bookie",
         }
     }
 
@@ -225,6 +332,9 @@ pub struct Timing {
     pub session_timeout: Duration,
     /// The server's tickTime.
     pub tick: Duration,
+    /// How long a follower may be silent before the leader drops it, and the leader before
+    /// its followers leave it (an ensemble's syncLimit × tickTime; unused for one server).
+    pub sync_limit: Duration,
 }
 
 /// One planned fault.
@@ -308,6 +418,36 @@ impl Schedule {
                 FaultKind::KillClient => Fault::KillClient {
                     client: victim(&mut rng),
                 },
+                FaultKind::KillLeader | FaultKind::KillFollower => Fault::KillMember {
+                    member: member_of(kind, &mut rng),
+                    down: between(&mut rng, t, 0.1, 0.5),
+                },
+                FaultKind::PauseLeader | FaultKind::PauseFollower => Fault::PauseMember {
+                    member: member_of(kind, &mut rng),
+                    // Half of them short of syncLimit (writes stall, nobody leaves), half
+                    // past it (the leader is left, or drops the follower).
+                    duration: if rng.gen_bool(0.5) {
+                        between(&mut rng, timing.sync_limit, 0.2, 0.6)
+                    } else {
+                        between(&mut rng, timing.sync_limit, 1.1, 1.4)
+                    },
+                },
+                FaultKind::PauseClient => Fault::PauseClient {
+                    client: victim(&mut rng),
+                    duration: between(&mut rng, t, 0.5, 1.5),
+                },
+                FaultKind::KillBookie => Fault::KillBookie {
+                    bookie: rng.gen_range(0..BOOKIES),
+                    down: between(&mut rng, t, 0.3, 1.0),
+                },
+                FaultKind::PauseBookie => Fault::PauseBookie {
+                    bookie: rng.gen_range(0..BOOKIES),
+                    duration: between(&mut rng, t, 0.3, 1.5),
+                },
+                FaultKind::IsolateLeader => Fault::IsolateMember {
+                    member: Member::Leader,
+                    duration: between(&mut rng, timing.sync_limit, 1.6, 2.0),
+                },
             };
             if at + fault.duration() > last {
                 break;
@@ -319,6 +459,17 @@ impl Schedule {
             at = next;
         }
         Schedule { seed, planned }
+    }
+}
+
+/// Bookies of a ledger run (E3 Qw2 Qa2 ledgers: one bookie down leaves a full ensemble).
+pub const BOOKIES: u32 = 4;
+
+/// The member a member fault kind hits: the leader, or one of (at least two) followers.
+fn member_of(kind: FaultKind, rng: &mut StdRng) -> Member {
+    match kind {
+        FaultKind::KillFollower | FaultKind::PauseFollower => Member::Follower(rng.gen_range(0..2)),
+        _ => Member::Leader,
     }
 }
 
@@ -356,6 +507,7 @@ mod tests {
         Timing {
             session_timeout: Duration::from_millis(1600),
             tick: Duration::from_millis(200),
+            sync_limit: Duration::from_millis(2000),
         }
     }
 

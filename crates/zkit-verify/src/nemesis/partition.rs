@@ -1,13 +1,19 @@
 //! Partitions between ensemble members, by routing every member-to-member link through its own
 //! proxy: member `i`'s `zoo.cfg` names itself with its real quorum and election ports (it binds
 //! them) and every other member `j` with the ports of the proxies `i → j`, which forward to
-//! `j`'s real ports. ZooKeeper opens each member-to-member connection from the config of the
-//! side that dials (QuorumCnxManager keeps the connection initiated by the larger server id;
-//! followers dial the leader's quorum port), so pausing both proxies of a pair, `i → j` and
-//! `j → i`, cuts that pair in both directions and nothing else; clients are not affected.
+//! `j`'s real ports. Followers dial the leader's quorum port from their config, so pausing
+//! both proxies of a pair, `i → j` and `j → i`, cuts that pair's quorum link in both
+//! directions and nothing else; clients are not affected.
 //!
-//! This is the plumbing only: the ensemble harness starts the members with these configs, and
-//! [`PartitionNemesis`] cuts and heals links for [`Fault::PartitionMembers`].
+//! The election channel is only partly covered: QuorumCnxManager keeps the connection dialed
+//! by the larger server id, and when the smaller one dials first, the larger closes it and
+//! dials back to the election address the smaller one sent in its initial message (its own,
+//! real address: `handleConnection` in 3.8), past the proxies. Such a connection, opened
+//! before a cut, survives it.
+//!
+//! [`super::ensemble::EnsembleTarget`] starts the members with these configs;
+//! [`super::ensemble::EnsembleNemesis`] isolates the leader through them, and
+//! [`PartitionNemesis`] cuts and heals one pair for [`Fault::PartitionMembers`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,6 +25,9 @@ use zkit_testkit::FaultProxy;
 
 use super::{Fault, Nemesis};
 use crate::Error;
+
+/// syncLimit (in ticks) of the members' configs, as `scripts/apache-zk` sets it.
+pub const SYNC_LIMIT_TICKS: u32 = 10;
 
 /// One member's real ports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +104,9 @@ impl EnsembleLinks {
             .collect()
     }
 
-    /// A whole `zoo.cfg` for member `member`.
+    /// A whole `zoo.cfg` for member `member`, with the settings `scripts/apache-zk` gives the
+    /// members of its own ensembles (see that script for why each is there), and `server.N=`
+    /// lines from [`EnsembleLinks::server_lines`].
     pub fn zoo_cfg(&self, member: u32, data_dir: &std::path::Path, tick_ms: u64) -> String {
         let client = self
             .members
@@ -103,14 +114,55 @@ impl EnsembleLinks {
             .find(|m| m.id == member)
             .map_or(0, |m| m.client);
         let mut cfg = format!(
-            "tickTime={tick_ms}\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={client}\n\
-             clientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n",
+            "# Written by zkit-verify: the links to other members go through fault proxies.\n\
+             tickTime={tick_ms}\ninitLimit=20\nsyncLimit={SYNC_LIMIT_TICKS}\n\
+             maxSessionTimeout=40000\ndataDir={}\nclientPort={client}\n\
+             clientPortAddress=127.0.0.1\nmaxClientCnxns=0\nforceSync=yes\n\
+             extendedTypesEnabled=true\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
             data_dir.display()
         );
         for line in self.server_lines(member) {
             let _ = writeln!(cfg, "{line}");
         }
         cfg
+    }
+
+    /// Cuts every link between `member` and the other members, both ways.
+    ///
+    /// # Errors
+    /// Unknown members.
+    pub fn isolate(&self, member: u32) -> Result<(), Error> {
+        for other in self.others(member) {
+            self.cut(member, other)?;
+        }
+        Ok(())
+    }
+
+    /// Heals what [`EnsembleLinks::isolate`] cut.
+    ///
+    /// # Errors
+    /// Unknown members.
+    pub fn rejoin(&self, member: u32) -> Result<(), Error> {
+        for other in self.others(member) {
+            self.heal(member, other)?;
+        }
+        Ok(())
+    }
+
+    /// Heals every link.
+    pub fn heal_all(&self) {
+        for (q, e) in self.links.values() {
+            q.resume();
+            e.resume();
+        }
+    }
+
+    fn others(&self, member: u32) -> Vec<u32> {
+        self.members
+            .iter()
+            .map(|m| m.id)
+            .filter(|id| *id != member)
+            .collect()
     }
 
     fn pair(&self, a: u32, b: u32) -> Result<[&LinkProxies; 2], Error> {
@@ -233,6 +285,7 @@ mod tests {
             cfg.contains("tickTime=200") && cfg.contains("server.3="),
             "{cfg}"
         );
+        assert!(cfg.contains(&lines[1]), "{cfg}");
 
         // Through the proxy, bytes reach member 2's quorum listener.
         let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port_1_to_2))

@@ -20,6 +20,7 @@ pub(super) fn generator_for(
     c: u32,
     clients: u32,
     keys: &Arc<StdMutex<KeyPool>>,
+    ledgers: &generator::CurrentLedgers,
 ) -> Box<dyn Generator> {
     match workload {
         Workload::Register => Box::new(generator::RegisterGen::new(c, Arc::clone(keys))),
@@ -28,13 +29,18 @@ pub(super) fn generator_for(
         Workload::Queue if c < clients / 2 => Box::new(generator::ProducerGen::new(c)),
         Workload::Queue => Box::new(generator::ConsumerGen::default()),
         Workload::Locks | Workload::Sessions => Box::new(generator::LockGen::default()),
+        Workload::Ledger if c + 1 < clients.max(2) => {
+            Box::new(generator::LedgerWriterGen::new(c, Arc::clone(ledgers)))
+        }
+        Workload::Ledger => Box::new(generator::LedgerRecoverGen::new(Arc::clone(ledgers))),
     }
 }
 
-/// The clients that client faults may hit (queue: the consumers).
+/// The clients that client faults may hit (queue: the consumers; ledger: the writers).
 pub(super) fn victims(workload: Workload, clients: u32) -> Vec<u32> {
     match workload {
         Workload::Queue => (clients / 2..clients).collect(),
+        Workload::Ledger => (0..clients.saturating_sub(1).max(1)).collect(),
         _ => (0..clients).collect(),
     }
 }
@@ -51,6 +57,7 @@ pub(super) async fn client_loop(
     let Some(mut handle) = shared.spawn_client_until_stop(c).await else {
         return;
     };
+    shared.note_pid(c, &handle);
     let mut process = rec.new_process();
     let notice_process = rec.new_process();
     let mut held: Option<i64> = None;
@@ -92,6 +99,7 @@ pub(super) async fn client_loop(
                 return;
             };
             handle = h;
+            shared.note_pid(c, &handle);
         }
     }
     while let Ok(op) = handle.notices.try_recv() {

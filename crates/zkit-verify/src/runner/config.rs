@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::nemesis::partition::SYNC_LIMIT_TICKS;
 use crate::nemesis::server::ServerSpec;
 use crate::nemesis::{FaultKind, Timing};
 use crate::workload::Workload;
@@ -40,6 +41,16 @@ impl ServerCommand {
     }
 }
 
+/// An Apache ZooKeeper ensemble as the target instead of the server process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnsembleOptions {
+    /// Members (at least 3).
+    pub members: usize,
+    /// Route the member-to-member links through proxies (needed by `isolate-leader`; also
+    /// turned on by it).
+    pub links: bool,
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -53,10 +64,16 @@ pub struct RunConfig {
     pub duration: Duration,
     /// Clients.
     pub clients: u32,
-    /// The server.
+    /// The server (unused when `ensemble` is set).
     pub server: ServerCommand,
+    /// Test an Apache ZooKeeper ensemble instead of `server` (its tickTime is the script's
+    /// 500 ms, whatever `tick` says; clients sync before register reads).
+    pub ensemble: Option<EnsembleOptions>,
     /// The `zkit-verify` binary (process clients).
     pub verify_bin: PathBuf,
+    /// The `zkit` binary whose `zkit bookie` serves the ledger workload's bookies (default:
+    /// the server's program, when that is `zkit`).
+    pub zkit_bin: Option<PathBuf>,
     /// The server's tickTime.
     pub tick: Duration,
     /// The clients' session timeout.
@@ -94,7 +111,9 @@ impl RunConfig {
             duration: Duration::from_secs(8),
             clients: 4,
             server,
+            ensemble: None,
             verify_bin,
+            zkit_bin: None,
             tick: Duration::from_millis(200),
             session_timeout: Duration::from_millis(1600),
             op_timeout: Duration::from_millis(3200),
@@ -109,6 +128,7 @@ impl RunConfig {
         Timing {
             session_timeout: self.session_timeout,
             tick: self.tick,
+            sync_limit: self.tick * SYNC_LIMIT_TICKS,
         }
     }
 

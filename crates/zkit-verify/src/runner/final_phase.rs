@@ -7,10 +7,11 @@ use super::recorder::{call, Recorder};
 use super::sessions::observe;
 use super::shared::Shared;
 use crate::client::{self, ClientHandle};
-use crate::executor::ID_PARENTS;
+use crate::executor::{ledger_options, ID_PARENTS};
 use crate::history::{EventKind, Op, Process};
 use crate::workload::Workload;
 use crate::zk_ops::Zk;
+use zkit::ledger::LedgerClient;
 
 /// The workload's reads after every fault healed, by a fresh client straight to the server.
 pub(super) async fn final_phase(shared: &Arc<Shared>, ephemerals: &Arc<StdMutex<Vec<String>>>) {
@@ -77,9 +78,69 @@ pub(super) async fn final_phase(shared: &Arc<Shared>, ephemerals: &Arc<StdMutex<
                 zk.close();
             }
         }
+        Workload::Ledger => ledger(shared, &cfg, &mut handle, &mut process).await,
         Workload::Register | Workload::Locks => {}
     }
     handle.kill().await;
+}
+
+/// Recovers every ledger, then two readers (each its own session) read every entry up to the
+/// recovered last one, and the one after it.
+async fn ledger(
+    shared: &Arc<Shared>,
+    cfg: &client::ClientConfig,
+    handle: &mut ClientHandle,
+    process: &mut Process,
+) {
+    let rec = &shared.recorder;
+    let t = shared.config.op_timeout;
+    let Ok(zk) = Zk::connect(&shared.direct, shared.config.session_timeout).await else {
+        tracing::warn!("final phase: cannot connect to list the ledgers");
+        return;
+    };
+    let ids = match LedgerClient::with_options(zk.session(), ledger_options()) {
+        Ok(c) => c.list().await.unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    zk.close();
+    let mut lasts = Vec::new();
+    for id in ids {
+        let Ok(ledger) = u64::try_from(id) else {
+            continue;
+        };
+        let op = Op::LedgerRecover { ledger, last: None };
+        for _ in 0..20 {
+            let reply = call(rec, *process, handle, op.clone(), t).await;
+            match (&reply.op, reply.kind) {
+                (Op::LedgerRecover { last: Some(l), .. }, EventKind::Ok) => {
+                    lasts.push((ledger, *l));
+                    break;
+                }
+                (_, EventKind::Info) => *process = rec.new_process(),
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let mut second = client::spawn_task(cfg).await.ok();
+    let mut second_process = rec.new_process();
+    for (ledger, last) in lasts {
+        let last = u64::try_from(last + 1).unwrap_or(0);
+        for entry in 0..=last {
+            let op = Op::LedgerRead {
+                ledger,
+                entry,
+                value: None,
+            };
+            read_until_ok(rec, handle, process, op.clone(), t).await;
+            if let Some(h) = second.as_mut() {
+                read_until_ok(rec, h, &mut second_process, op, t).await;
+            }
+        }
+    }
+    if let Some(mut h) = second {
+        h.kill().await;
+    }
 }
 
 /// Repeats a read until it succeeds (at most 20 attempts), each attempt recorded.

@@ -1,4 +1,5 @@
-//! One run: start the server process, put a proxy in front of it per client, start the
+//! One run: start the server process (or an Apache ZooKeeper ensemble), put a proxy in front
+//! of it per client, start the
 //! clients, drive them with their generators while the nemesis plays the schedule, heal, do
 //! the workload's final reads, stop, check. The history is written to `WORK_DIR/history.jsonl`
 //! and the server's log to `WORK_DIR/server.log`.
@@ -26,17 +27,20 @@ use zkit_testkit::FaultProxy;
 
 use crate::executor::Layout;
 use crate::generator::{self, KeyPool};
+use crate::nemesis::bookie::{BookieNemesis, Bookies};
+use crate::nemesis::client::ClientNemesis;
 use crate::nemesis::disk::{DiskNemesis, Tmpfs};
+use crate::nemesis::ensemble::{EnsembleNemesis, EnsembleTarget, ENSEMBLE_TICK};
 use crate::nemesis::proxy::ProxyNemesis;
 use crate::nemesis::server::{ServerNemesis, ServerProcess, ServerSpec};
-use crate::nemesis::{FaultKind, Nemesis, Schedule};
+use crate::nemesis::{FaultKind, Nemesis, Schedule, BOOKIES};
 use crate::soak::{self, SoakReport};
 use crate::workload::Workload;
 use crate::zk_ops::Zk;
 use crate::Error;
 
 use self::clients::{churn, client_loop, generator_for, victims};
-pub use self::config::{RunConfig, ServerCommand};
+pub use self::config::{EnsembleOptions, RunConfig, ServerCommand};
 use self::final_phase::final_phase;
 use self::play::play;
 pub use self::recorder::Recorder;
@@ -44,13 +48,24 @@ pub use self::result::{Counts, RunResult};
 use self::sessions::{observer, session_client};
 use self::shared::Shared;
 
+/// What the clients talk to.
+enum System {
+    /// A `zkit serve` (or `zkit-verify serve`) process.
+    Server(Arc<Mutex<ServerProcess>>),
+    /// An Apache ZooKeeper ensemble.
+    Ensemble(Arc<EnsembleTarget>),
+}
+
 /// Runs one workload under one schedule and checks the history.
 ///
 /// # Errors
 /// Setup failures (server does not start, tmpfs cannot be mounted, ...). Violations are not
 /// errors: they are in the result.
-pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
+pub async fn run(mut config: RunConfig) -> Result<RunResult, Error> {
     let began = Instant::now();
+    if config.ensemble.is_some() {
+        config.tick = ENSEMBLE_TICK;
+    }
     std::fs::create_dir_all(&config.work_dir)?;
     let clients = config.clients.max(1);
     let schedule = Schedule::generate(
@@ -63,6 +78,19 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
     );
     // Data dir: on a small tmpfs when the disk is to fill up.
     let disk_full = config.faults.contains(&FaultKind::DiskFull);
+    if config.ensemble.is_some() && disk_full {
+        return Err(Error::Setup(
+            "disk-full is a fault of the zkit server only".into(),
+        ));
+    }
+    if let Some(k) = config.faults.iter().find(|k| k.needs_ensemble()) {
+        if config.ensemble.is_none() {
+            return Err(Error::Setup(format!(
+                "{} needs an ensemble as the target",
+                k.name()
+            )));
+        }
+    }
     let tmpfs = if disk_full {
         Some(Tmpfs::mount(&config.work_dir.join("disk"), 48).map_err(Error::Setup)?)
     } else {
@@ -80,8 +108,17 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
         extra: config.server.extra.clone(),
         log: config.work_dir.join("server.log"),
     };
-    let server = Arc::new(Mutex::new(ServerProcess::start(spec).await?));
-    let direct = server.lock().await.addr().to_string();
+    let system = match config.ensemble {
+        Some(e) => {
+            let links = e.links || config.faults.iter().any(|k| k.needs_links());
+            System::Ensemble(Arc::new(EnsembleTarget::start(e.members, links).await?))
+        }
+        None => System::Server(Arc::new(Mutex::new(ServerProcess::start(spec).await?))),
+    };
+    let direct = match &system {
+        System::Server(s) => s.lock().await.addr().to_string(),
+        System::Ensemble(e) => e.connect_string().to_owned(),
+    };
     let mut proxies = Vec::new();
     for _ in 0..clients {
         proxies.push(Arc::new(FaultProxy::start(direct.clone()).await?));
@@ -97,6 +134,16 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
         zk.create(&format!("{}/shared", layout.sessions())).await?;
         zk.close();
     }
+    let bookies = if config.workload == Workload::Ledger {
+        let program = config
+            .zkit_bin
+            .clone()
+            .unwrap_or_else(|| config.server.program.clone());
+        let b = Bookies::start(program, direct.clone(), &config.work_dir, BOOKIES as usize).await?;
+        Some(Arc::new(Mutex::new(b)))
+    } else {
+        None
+    };
     let recorder = Recorder::new();
     let stop = Cancel::new();
     let shared = Arc::new(Shared {
@@ -106,6 +153,7 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
         recorder: recorder.clone(),
         stop: stop.clone(),
         layout: layout.clone(),
+        pids: Arc::default(),
     });
 
     let mut tasks = Vec::new();
@@ -113,6 +161,7 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
     let ephemerals: Arc<StdMutex<Vec<String>>> = Arc::default();
     let observer_stop = Cancel::new();
     let keys = KeyPool::shared(4, 30);
+    let ledgers: generator::CurrentLedgers = Arc::default();
     for c in 0..clients {
         let rng = generator::client_rng(config.seed, c);
         if config.workload == Workload::Sessions {
@@ -125,7 +174,7 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
         } else {
             let (tx, rx) = mpsc::unbounded_channel();
             kills.insert(c, tx);
-            let gen = generator_for(config.workload, c, clients, &keys);
+            let gen = generator_for(config.workload, c, clients, &keys, &ledgers);
             tasks.push(tokio::spawn(client_loop(
                 Arc::clone(&shared),
                 c,
@@ -152,9 +201,13 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
         ))
     });
     let samples: Arc<StdMutex<Vec<soak::Sample>>> = Arc::default();
-    let sampler = config.soak.then(|| {
+    let sampler = match (&system, config.soak) {
+        (System::Server(server), true) => Some(server),
+        _ => None,
+    }
+    .map(|server| {
         let (server, samples, stop, rec) = (
-            Arc::clone(&server),
+            Arc::clone(server),
             Arc::clone(&samples),
             stop.clone(),
             recorder.clone(),
@@ -175,13 +228,22 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
     });
 
     let mut nemeses: Vec<Box<dyn Nemesis>> = vec![
-        Box::new(ServerNemesis {
-            server: Arc::clone(&server),
-        }),
         Box::new(ProxyNemesis {
             proxies: proxies.clone(),
         }),
+        Box::new(ClientNemesis::new(Arc::clone(&shared.pids))),
     ];
+    if let Some(b) = &bookies {
+        nemeses.push(Box::new(BookieNemesis {
+            bookies: Arc::clone(b),
+        }));
+    }
+    match &system {
+        System::Server(server) => nemeses.push(Box::new(ServerNemesis {
+            server: Arc::clone(server),
+        })),
+        System::Ensemble(e) => nemeses.push(Box::new(EnsembleNemesis::new(Arc::clone(e)))),
+    }
     if let Some(t) = &tmpfs {
         nemeses.push(Box::new(DiskNemesis {
             filler: t.dir().join("filler"),
@@ -207,7 +269,13 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
         p.resume();
         p.unstall();
     }
-    server.lock().await.ensure_running().await?;
+    match &system {
+        System::Server(s) => s.lock().await.ensure_running().await?,
+        System::Ensemble(e) => e.ensure_healthy().await?,
+    }
+    if let Some(b) = &bookies {
+        b.lock().await.ensure_running().await?;
+    }
 
     final_phase(&shared, &ephemerals).await;
     observer_stop.cancel();
@@ -220,9 +288,20 @@ pub async fn run(config: RunConfig) -> Result<RunResult, Error> {
     if let Some(t) = sampler {
         let _ = t.await;
     }
-    {
-        let mut s = server.lock().await;
-        tokio::task::block_in_place(|| s.stop());
+    if let Some(b) = &bookies {
+        let mut b = b.lock().await;
+        tokio::task::block_in_place(|| b.stop());
+    }
+    match system {
+        System::Server(server) => {
+            let mut s = server.lock().await;
+            tokio::task::block_in_place(|| s.stop());
+        }
+        // Dropping the last reference stops the members (a blocking script call).
+        System::Ensemble(e) => {
+            e.save_logs(&config.work_dir);
+            tokio::task::block_in_place(|| drop(e));
+        }
     }
     drop(tmpfs);
     for p in proxies {

@@ -9,6 +9,7 @@ use super::config::RunConfig;
 use super::recorder::Recorder;
 use crate::client::{self, ClientConfig, ClientHandle};
 use crate::executor::Layout;
+use crate::nemesis::client::ClientPids;
 use crate::Error;
 
 pub(super) struct Shared {
@@ -20,6 +21,8 @@ pub(super) struct Shared {
     pub(super) connects: Vec<String>,
     /// The server's own address.
     pub(super) direct: String,
+    /// The process clients' pids (for SIGSTOP).
+    pub(super) pids: ClientPids,
 }
 
 impl Shared {
@@ -31,6 +34,7 @@ impl Shared {
             // Well inside the runner's op timeout: an acquire that succeeded after the runner
             // gave up on it would hold the lock unrecorded.
             lock_timeout: self.config.op_timeout / 2,
+            sync_reads: self.config.ensemble.is_some(),
         }
     }
 
@@ -40,6 +44,13 @@ impl Shared {
             client::spawn_process(&self.config.verify_bin, &cfg, self.config.op_timeout * 3).await
         } else {
             client::spawn_task(&cfg).await
+        }
+    }
+
+    /// Keeps client `c`'s pid (process clients) for the client nemesis.
+    pub(super) fn note_pid(&self, c: u32, handle: &ClientHandle) {
+        if let Some(pid) = handle.pid() {
+            crate::lock_vec(&self.pids).insert(c, pid);
         }
     }
 
