@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+pub mod txn;
+
 use zkit::{Session, SessionOptions};
 
 #[allow(unused_imports)] // not every test file waits
