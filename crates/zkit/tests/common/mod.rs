@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+pub mod foreign;
 pub mod txn;
 
 use zkit::{Session, SessionOptions};
@@ -63,8 +64,17 @@ pub fn javac(dir: &std::path::Path, class: &str, source: &str, classpath: &str) 
 /// appending `enter rust` / `exit rust` to `marks` around a 1-ms critical section.
 pub async fn rust_contender(session: &Session, path: &str, marks: &std::path::Path, rounds: usize) {
     let mutex = zkit::lock::Mutex::new(session, path);
+    contend(|| mutex.lock(), marks, rounds).await;
+}
+
+/// As [`rust_contender`] with any lock: `acquire` takes it once.
+pub async fn contend<F, Fut>(acquire: F, marks: &std::path::Path, rounds: usize)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = zkit::Result<zkit::lock::LockGuard>>,
+{
     for _ in 0..rounds {
-        let guard = mutex.lock().await.expect("lock");
+        let guard = acquire().await.expect("lock");
         append_mark(marks, "enter rust\n");
         tokio::time::sleep(Duration::from_millis(1)).await;
         append_mark(marks, "exit rust\n");
