@@ -38,7 +38,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use zkit::config::{ChangeKind, ConfigStore, ConfigWatcher};
+use zkit::config::{ConfigStore, ConfigWatcher};
 use zkit::procedure::{
     AbortReason, Coordinator as ProcedureCoordinator, Member, ProcedureError, Subprocedure,
     SubprocedureFactory,
@@ -478,25 +478,14 @@ const MAX_SESSIONS: usize = 40;
 /// Follows `watcher`, publishing the latest value of `key`; checks that every path's versions
 /// and mzxids strictly increase.
 async fn follow(mut watcher: ConfigWatcher, key: String, latest: watch::Sender<String>) {
-    let mut seen = std::collections::HashMap::<String, (i32, i64)>::new();
+    let mut seen = common::ConfigVersions::default();
     loop {
         let change = match watcher.next().await {
             Ok(change) => change,
             Err(zkit::Error::Closed) => return,
             Err(err) => panic!("watcher: {err}"),
         };
-        if change.kind != ChangeKind::Removed {
-            if let Some(&(version, mzxid)) = seen.get(&change.path) {
-                assert!(
-                    change.version > version && change.mzxid > mzxid,
-                    "{} went backwards: v{} z{} after v{version} z{mzxid}",
-                    change.path,
-                    change.version,
-                    change.mzxid
-                );
-            }
-            seen.insert(change.path.clone(), (change.version, change.mzxid));
-        }
+        seen.check(&change);
         if change.path == key {
             latest.send_replace(change.value_lossy());
         }

@@ -46,6 +46,31 @@ pub async fn children(session: &Session, path: &str) -> Vec<String> {
     }
 }
 
+/// The last version and mzxid a config watcher reported for each path.
+#[derive(Default)]
+pub struct ConfigVersions(std::collections::HashMap<String, (i32, i64)>);
+
+impl ConfigVersions {
+    /// Checks that `change` (unless a removal) moves its path's version and mzxid strictly
+    /// forward, and remembers them.
+    pub fn check(&mut self, change: &zkit::config::ConfigChange) {
+        if change.kind == zkit::config::ChangeKind::Removed {
+            return;
+        }
+        if let Some(&(version, mzxid)) = self.0.get(&change.path) {
+            assert!(
+                change.version > version && change.mzxid > mzxid,
+                "{} went backwards: v{} z{} after v{version} z{mzxid}",
+                change.path,
+                change.version,
+                change.mzxid
+            );
+        }
+        self.0
+            .insert(change.path.clone(), (change.version, change.mzxid));
+    }
+}
+
 /// Writes `source` as `<class>.java` into `dir` and compiles it there with javac.
 pub fn javac(dir: &std::path::Path, class: &str, source: &str, classpath: &str) -> bool {
     let file = dir.join(format!("{class}.java"));
