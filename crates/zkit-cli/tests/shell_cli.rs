@@ -18,9 +18,10 @@ struct Output {
     stderr: String,
 }
 
-/// Runs `zkit shell --server SERVER` with `script` on stdin.
-async fn shell(server: &str, script: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkit"))
+/// Starts `zkit shell --server SERVER` (no server or auth from the environment) with stdin,
+/// stdout and stderr piped; killed on drop.
+fn spawn_shell(server: &str) -> tokio::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_zkit"))
         .args(["shell", "--server", server])
         .env_remove("ZKIT_SERVER")
         .env_remove("ZKIT_AUTH")
@@ -29,7 +30,12 @@ async fn shell(server: &str, script: &str) -> Output {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("run zkit shell");
+        .expect("run zkit shell")
+}
+
+/// Runs `zkit shell --server SERVER` with `script` on stdin.
+async fn shell(server: &str, script: &str) -> Output {
+    let mut child = spawn_shell(server);
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(script.as_bytes()).await.expect("script");
     drop(stdin);
@@ -343,15 +349,7 @@ async fn events_from_other_clients_print_while_the_shell_waits() {
         )
         .await
         .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkit"))
-        .args(["shell", "--server", &s])
-        .env_remove("ZKIT_SERVER")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run zkit shell");
+    let mut child = spawn_shell(&s);
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     stdin.write_all(b"get -w /w\n").await.unwrap();
@@ -388,12 +386,7 @@ async fn next(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout
 /// aside).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_script_prints_the_same_against_apache_zookeeper() {
-    let Ok(apache) = std::env::var("ZKIT_APACHE_ZK") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ZKIT_APACHE_ZK must be set in CI"
-        );
-        println!("SKIP apache: ZKIT_APACHE_ZK not set");
+    let Some(apache) = zkit_testkit::apache_zk() else {
         return;
     };
     let server = Server::start(ServerConfig::ephemeral()).await.unwrap();

@@ -334,14 +334,9 @@ async fn dashboard_in_chromium() {
 
     // 7. Apache ZooKeeper: the same home page from its four-letter words.
     if let Some(apache) = zkit_testkit::apache_zk() {
-        // Scoped to this test's root: the shared Apache server holds every other test's nodes,
-        // and a scan of `/` may be cut at its budget before it reaches this lock.
         let base = zkit_testkit::unique_path("browser-apache");
         let lock = format!("{base}/lock");
-        let mut dc = zkit_dashboard::DashboardConfig::new(&apache);
-        dc.interval = Duration::from_millis(250);
-        dc.roots = vec![base.clone()];
-        let d = common::dashboard_with(dc).await;
+        let d = common::dashboard_scoped(&apache, &base).await;
         let (a, b, guard) = holder_and_waiter(&apache, &lock).await;
         c.goto(&d.url("/")).await.expect("home");
         let row_css = format!("tr.lock[data-path=\"{lock}\"]");

@@ -65,6 +65,15 @@ async fn login(addr: std::net::SocketAddr, user: &str, password: &str) -> (Strin
     )
 }
 
+/// POSTs `body` to the dashboard's `/api/create` with `headers`.
+async fn post_create(
+    addr: std::net::SocketAddr,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> common::Reply {
+    http(addr, "POST", "/api/create", headers, Some(body)).await
+}
+
 #[tokio::test]
 async fn writes_need_a_signed_in_identity_and_its_csrf_token() {
     let (addrs, _server) = targets().await;
@@ -80,7 +89,7 @@ async fn writes_need_a_signed_in_identity_and_its_csrf_token() {
         };
 
         // Not signed in: refused, nothing written.
-        let r = http(d.addr, "POST", "/api/create", &[json], Some(&create)).await;
+        let r = post_create(d.addr, &[json], &create).await;
         assert_eq!(r.status, 403, "{zk}: {}", r.body);
         assert!(
             !exists(path.clone()).await,
@@ -91,61 +100,41 @@ async fn writes_need_a_signed_in_identity_and_its_csrf_token() {
         let with_cookie = ("Cookie", cookie.as_str());
 
         // Signed in, but no token, or a wrong one: refused.
-        let r = http(
-            d.addr,
-            "POST",
-            "/api/create",
-            &[json, with_cookie],
-            Some(&create),
-        )
-        .await;
+        let r = post_create(d.addr, &[json, with_cookie], &create).await;
         assert_eq!(r.status, 403, "{zk}: {}", r.body);
         assert!(r.body.contains("CSRF"), "{}", r.body);
         let wrong = "0".repeat(csrf.len());
-        let r = http(
+        let r = post_create(
             d.addr,
-            "POST",
-            "/api/create",
             &[json, with_cookie, ("X-CSRF-Token", &wrong)],
-            Some(&create),
+            &create,
         )
         .await;
         assert_eq!(r.status, 403, "{zk}: {}", r.body);
         // A token without the cookie is worth nothing either.
-        let r = http(
-            d.addr,
-            "POST",
-            "/api/create",
-            &[json, ("X-CSRF-Token", &csrf)],
-            Some(&create),
-        )
-        .await;
+        let r = post_create(d.addr, &[json, ("X-CSRF-Token", &csrf)], &create).await;
         assert_eq!(r.status, 403, "{zk}: {}", r.body);
         // Cross-site and non-JSON requests are refused before anything else.
-        let r = http(
+        let r = post_create(
             d.addr,
-            "POST",
-            "/api/create",
             &[
                 json,
                 with_cookie,
                 ("X-CSRF-Token", &csrf),
                 ("Origin", "http://evil.example"),
             ],
-            Some(&create),
+            &create,
         )
         .await;
         assert_eq!(r.status, 403, "{zk}: {}", r.body);
-        let r = http(
+        let r = post_create(
             d.addr,
-            "POST",
-            "/api/create",
             &[
                 ("Content-Type", "text/plain"),
                 with_cookie,
                 ("X-CSRF-Token", &csrf),
             ],
-            Some(&create),
+            &create,
         )
         .await;
         assert_eq!(r.status, 415, "{zk}: {}", r.body);
@@ -155,12 +144,10 @@ async fn writes_need_a_signed_in_identity_and_its_csrf_token() {
         );
 
         // Cookie and token: written, as the server shows.
-        let r = http(
+        let r = post_create(
             d.addr,
-            "POST",
-            "/api/create",
             &[json, with_cookie, ("X-CSRF-Token", &csrf)],
-            Some(&create),
+            &create,
         )
         .await;
         assert_eq!(r.status, 200, "{zk}: {}", r.body);
@@ -294,12 +281,7 @@ async fn the_collector_shows_lock_holders_waiters_elections_and_queues() {
     let (addrs, _server) = targets().await;
     for zk in addrs {
         let root = zkit_testkit::unique_path("dash-recipes");
-        // Scoped to this test's root: the shared Apache server holds every other test's nodes,
-        // and a scan of `/` may be cut at its budget before it reaches this one.
-        let mut config = zkit_dashboard::DashboardConfig::new(&zk);
-        config.interval = Duration::from_millis(250);
-        config.roots = vec![root.clone()];
-        let d = common::dashboard_with(config).await;
+        let d = common::dashboard_scoped(&zk, &root).await;
         let lock_path = format!("{root}/lock");
         let (a, b, c) = (session(&zk).await, session(&zk).await, session(&zk).await);
         let held = Mutex::new(&a, &lock_path).lock().await.expect("lock");
@@ -558,10 +540,7 @@ async fn the_collector_shows_transactions_in_flight_then_in_doubt() {
     let (addrs, _server) = targets().await;
     for zk in addrs {
         let root = zkit_testkit::unique_path("dash-txn");
-        let mut config = zkit_dashboard::DashboardConfig::new(&zk);
-        config.interval = Duration::from_millis(250);
-        config.roots = vec![root.clone()];
-        let d = common::dashboard_with(config).await;
+        let d = common::dashboard_scoped(&zk, &root).await;
         let s = session(&zk).await;
         let options = zkit::txn::TxnOptions {
             root: root.clone(),

@@ -93,6 +93,7 @@ pub mod atomic;
 pub mod barrier;
 pub mod cache;
 pub mod circuit_breaker;
+mod claimed;
 pub mod config;
 pub mod counter;
 pub mod discovery;

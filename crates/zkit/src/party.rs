@@ -55,13 +55,35 @@ pub fn shallow_identifier(child: &str) -> &str {
     }
 }
 
-/// kazoo's `Party`. See the module docs.
+/// A member of either kind of party: its ephemeral node `<path>/<name>`, kept in place across
+/// sessions by a [`PersistentNode`], with the identifier as its data.
 #[derive(Debug)]
-pub struct Party {
+struct Member {
     session: Session,
     path: String,
     node: PersistentNode,
 }
+
+impl Member {
+    fn join(session: &Session, path: &str, name: &str, identifier: &str) -> Result<Member> {
+        let path = crate::config::resolve_key("/", path)?;
+        let node = PersistentNode::start(
+            session,
+            &join(&path, name),
+            identifier.as_bytes(),
+            zk::CreateMode::Ephemeral,
+        )?;
+        Ok(Member {
+            session: session.clone(),
+            path,
+            node,
+        })
+    }
+}
+
+/// kazoo's `Party`. See the module docs.
+#[derive(Debug)]
+pub struct Party(Member);
 
 impl Party {
     /// Joins the party at `path` as `identifier`.
@@ -69,19 +91,8 @@ impl Party {
     /// # Errors
     /// [`Error::BadArguments`] for an invalid path.
     pub fn join(session: &Session, path: &str, identifier: &str) -> Result<Party> {
-        let path = crate::config::resolve_key("/", path)?;
         let name = format!("{}{PARTY_NODE_NAME}", uuid::Uuid::new_v4().simple());
-        let node = PersistentNode::start(
-            session,
-            &join(&path, &name),
-            identifier.as_bytes(),
-            zk::CreateMode::Ephemeral,
-        )?;
-        Ok(Party {
-            session: session.clone(),
-            path,
-            node,
-        })
+        Member::join(session, path, &name, identifier).map(Party)
     }
 
     /// Waits until our member node is in place.
@@ -89,12 +100,12 @@ impl Party {
     /// # Errors
     /// [`Error::Timeout`].
     pub async fn wait_joined(&self, timeout: Duration) -> Result<()> {
-        self.node.wait_present(timeout).await
+        self.0.node.wait_present(timeout).await
     }
 
     /// Our member node's path.
     pub fn node_path(&self) -> &str {
-        self.node.path()
+        self.0.node.path()
     }
 
     /// The identifiers of the members (kazoo's `list(party)`).
@@ -102,12 +113,12 @@ impl Party {
     /// # Errors
     /// ZooKeeper errors.
     pub async fn members(&self) -> Result<Vec<String>> {
-        members(&self.session, &self.path).await
+        members(&self.0.session, &self.0.path).await
     }
 
     /// Leaves the party (deletes our node).
     pub async fn leave(self) {
-        self.node.close().await;
+        self.0.node.close().await;
     }
 }
 
@@ -140,11 +151,7 @@ pub async fn members(session: &Session, path: &str) -> Result<Vec<String>> {
 
 /// kazoo's `ShallowParty`. See the module docs.
 #[derive(Debug)]
-pub struct ShallowParty {
-    session: Session,
-    path: String,
-    node: PersistentNode,
-}
+pub struct ShallowParty(Member);
 
 impl ShallowParty {
     /// Joins the shallow party at `path` as `identifier`.
@@ -158,19 +165,8 @@ impl ShallowParty {
                 "a shallow party identifier is part of a node name: {identifier:?}"
             )));
         }
-        let path = crate::config::resolve_key("/", path)?;
         let name = format!("{}-{identifier}", uuid::Uuid::new_v4().simple());
-        let node = PersistentNode::start(
-            session,
-            &join(&path, &name),
-            identifier.as_bytes(),
-            zk::CreateMode::Ephemeral,
-        )?;
-        Ok(ShallowParty {
-            session: session.clone(),
-            path,
-            node,
-        })
+        Member::join(session, path, &name, identifier).map(ShallowParty)
     }
 
     /// Waits until our member node is in place.
@@ -178,12 +174,12 @@ impl ShallowParty {
     /// # Errors
     /// [`Error::Timeout`].
     pub async fn wait_joined(&self, timeout: Duration) -> Result<()> {
-        self.node.wait_present(timeout).await
+        self.0.node.wait_present(timeout).await
     }
 
     /// Our member node's path.
     pub fn node_path(&self) -> &str {
-        self.node.path()
+        self.0.node.path()
     }
 
     /// The identifiers of the members.
@@ -191,12 +187,12 @@ impl ShallowParty {
     /// # Errors
     /// ZooKeeper errors.
     pub async fn members(&self) -> Result<Vec<String>> {
-        shallow_members(&self.session, &self.path).await
+        shallow_members(&self.0.session, &self.0.path).await
     }
 
     /// Leaves the party.
     pub async fn leave(self) {
-        self.node.close().await;
+        self.0.node.close().await;
     }
 }
 

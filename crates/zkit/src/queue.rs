@@ -27,6 +27,7 @@
 use tokio::sync::watch;
 use zkit_client as zk;
 
+use crate::claimed::{self, session_lost_if_gone};
 use crate::error::{Error, Result};
 use crate::protected::{join, sequence_of};
 use crate::session::{Session, SessionEvent};
@@ -372,33 +373,7 @@ impl Claim {
     where
         F: Fn(&mut zk::MultiWriter<'_>) -> std::result::Result<(), zk::Error>,
     {
-        loop {
-            let mut multi = self.client.new_multi_writer();
-            multi.add_delete(&self.item_path, None)?;
-            multi.add_delete(&self.claim_path, None)?;
-            ops(&mut multi)?;
-            let err = match multi.commit().await {
-                Ok(_) => return Ok(()),
-                Err(err) => Error::from(zk::Error::from(err)),
-            };
-            if !err.is_recoverable() {
-                return Err(session_lost_if_gone(err));
-            }
-            // Outcome unknown: did the multi commit? Ask on the same session (the client
-            // waits for its reconnect; an expired session answers SessionExpired).
-            loop {
-                match self.client.check_stat(&self.item_path).await {
-                    Ok(None) => return Ok(()),
-                    Ok(Some(_)) => break,
-                    Err(err) => {
-                        let err = Error::from(err);
-                        if !err.is_recoverable() {
-                            return Err(session_lost_if_gone(err));
-                        }
-                    }
-                }
-            }
-        }
+        claimed::ack(&self.client, &self.item_path, &self.claim_path, ops).await
     }
 
     /// Gives the item back (deletes the claim): it is delivered again, to anyone.
@@ -409,14 +384,6 @@ impl Claim {
         delete_if_exists(&self.client, &self.claim_path)
             .await
             .map_err(session_lost_if_gone)
-    }
-}
-
-/// The claiming session ended: report it as [`Error::SessionLost`] (the claim went with it).
-fn session_lost_if_gone(err: Error) -> Error {
-    match err {
-        Error::SessionExpired | Error::Closed => Error::SessionLost,
-        other => other,
     }
 }
 

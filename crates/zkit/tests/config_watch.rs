@@ -18,22 +18,11 @@ const WATCHERS: usize = 5;
 /// Follows `watcher` until `key` has the value `last`; checks on the way that every path's
 /// versions and mzxids strictly increase. Returns how many changes of `key` it saw.
 async fn follow_until(mut watcher: ConfigWatcher, key: String, last: String) -> usize {
-    let mut seen = std::collections::HashMap::<String, (i32, i64)>::new();
+    let mut seen = common::ConfigVersions::default();
     let mut count = 0;
     loop {
         let change = watcher.next().await.expect("watcher next");
-        if change.kind != ChangeKind::Removed {
-            if let Some(&(version, mzxid)) = seen.get(&change.path) {
-                assert!(
-                    change.version > version && change.mzxid > mzxid,
-                    "{} went backwards: v{} z{} after v{version} z{mzxid}",
-                    change.path,
-                    change.version,
-                    change.mzxid
-                );
-            }
-            seen.insert(change.path.clone(), (change.version, change.mzxid));
-        }
+        seen.check(&change);
         if change.path == key {
             count += 1;
             if change.value_lossy() == last {

@@ -11,9 +11,8 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{
-    check_no_interleaving, foreign_finished, javac, rust_contender, servers, session, skip_curator,
-};
+use common::foreign::check_exclusion;
+use common::{javac, rust_contender, servers, session, skip_curator};
 use zkit_testkit::curator_classpath;
 use zkit_testkit::unique_path;
 
@@ -83,16 +82,8 @@ async fn curator_and_zkit_mutexes_exclude_each_other() {
             .spawn()
             .expect("start java");
         let s = session(&target.addr, Duration::from_secs(10)).await;
-        rust_contender(&s, &path, &marks, ROUNDS).await;
-        foreign_finished(java, "java", target.name).await;
-        let text = std::fs::read_to_string(&marks).expect("marks");
-        let (java_rounds, rust_rounds) = check_no_interleaving(&text, "java");
-        assert_eq!(
-            (java_rounds, rust_rounds),
-            (ROUNDS, ROUNDS),
-            "{}",
-            target.name
-        );
+        let rust = rust_contender(&s, &path, &marks, ROUNDS);
+        check_exclusion(java, "java", rust, &marks, ROUNDS, target.name).await;
         eprintln!("{}: curator interop ok", target.name);
     }
 }

@@ -11,13 +11,13 @@
 
 mod common;
 
-use std::path::Path;
+use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
-use common::{
-    append_mark, check_no_interleaving, foreign_finished, javac, servers, session, skip_curator,
-};
+use common::foreign::{check_exclusion, each_target, finished_lines, Driven};
+use common::{contend, javac, skip_curator};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zkit::atomic::{AtomicOptions, DistributedAtomicLong, PromotedToLock};
 use zkit::discovery::{ServiceDiscovery, ServiceInstance};
@@ -28,8 +28,8 @@ use zkit::lock::{MultiLock, Mutex, SemaphoreMutex};
 use zkit::persistent_watcher::{PersistentWatcher, WatchEvent};
 use zkit::ttl_node::PersistentTtlNode;
 use zkit::zkit_client as zk;
-use zkit::RetryPolicy;
-use zkit_testkit::{curator_classpath, unique_path, zkit_bin};
+use zkit::{RetryPolicy, Session};
+use zkit_testkit::{curator_classpath, unique_path, zkit_bin, Target};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -346,34 +346,31 @@ fn java(classpath: &str, args: &[&str]) -> tokio::process::Command {
 
 /// Runs the Java side to completion (bounded) and returns its stdout lines.
 async fn java_lines(classpath: &str, args: &[&str]) -> Vec<String> {
-    let out = tokio::time::timeout(Duration::from_secs(120), java(classpath, args).output())
-        .await
-        .expect("java finishes")
-        .expect("java output");
-    assert!(
-        out.status.success(),
-        "java {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    finished_lines(java(classpath, args), &format!("java {args:?}")).await
+}
+
+/// Runs `case(classpath, dir, target, session)` against every server once the Java side is
+/// compiled ([`each_target`]); nothing, after a SKIP line, when it cannot run here.
+async fn each_curator_target<F, Fut>(case: F)
+where
+    F: FnMut(String, PathBuf, Target, Session) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Some((dir, cp)) = compiled() else {
+        return;
+    };
+    each_target(&cp, dir.path(), case).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_instances_are_seen_both_ways() {
-    let Some((_dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, _dir, target, s| async move {
         let name = target.name;
         let base = unique_path("services-interop");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let discovery = ServiceDiscovery::<serde_json::Value>::new(&s, &base).unwrap();
 
         // Curator registers; zkit queries and caches it, payload and all.
-        let mut registrar = java(
+        let mut registrar = Driven::start(java(
             &cp,
             &[
                 &target.addr,
@@ -383,18 +380,8 @@ async fn discovery_instances_are_seen_both_ways() {
                 "java-1",
                 "9001",
             ],
-        )
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("start java");
-        let mut stdin = registrar.stdin.take().expect("stdin");
-        let mut lines = BufReader::new(registrar.stdout.take().expect("stdout")).lines();
-        let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("java registers in time")
-            .expect("read")
-            .expect("a line");
-        assert_eq!(first, "registered", "{name}");
+        ));
+        assert_eq!(registrar.line().await, "registered", "{name}");
         let found = discovery.query_for_instances("api").await.unwrap();
         assert_eq!(found.len(), 1, "{name}: {found:?}");
         let java_instance = &found[0];
@@ -432,25 +419,23 @@ async fn discovery_instances_are_seen_both_ways() {
         assert_eq!(listed.last().map(String::as_str), Some("cache 2"), "{name}");
 
         // Curator unregisters on close; zkit's cache sees it go.
-        stdin.write_all(b"close\n").await.expect("tell java");
-        foreign_finished(registrar, "java registrar", name).await;
+        registrar.tell("close").await;
+        registrar.finish("java registrar", name).await;
         cache
             .wait_for(LIMIT, |s| s.instances.iter().all(|i| i.id != "java-1"))
             .await
             .unwrap_or_else(|e| panic!("{name}: cache kept the unregistered instance: {e}"));
         discovery.close().await;
         eprintln!("{name}: curator discovery interop ok");
-    }
+    })
+    .await;
 }
 
 /// The command line against Curator: Curator lists an instance that `zkit service register`
 /// keeps registered while its CMD runs, and `zkit service list` lists one Curator registered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkit_service_cli_and_curator_see_each_other() {
-    let Some((_dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, _dir, target, s| async move {
         let name = target.name;
         let base = unique_path("services-cli-interop");
 
@@ -509,7 +494,7 @@ async fn zkit_service_cli_and_curator_see_each_other() {
         );
 
         // Curator registers; `zkit service list` shows both.
-        let mut java_registrar = java(
+        let mut java_registrar = Driven::start(java(
             &cp,
             &[
                 &target.addr,
@@ -519,18 +504,8 @@ async fn zkit_service_cli_and_curator_see_each_other() {
                 "java-2",
                 "9001",
             ],
-        )
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("start java");
-        let mut java_stdin = java_registrar.stdin.take().expect("stdin");
-        let mut java_out = BufReader::new(java_registrar.stdout.take().expect("stdout")).lines();
-        let first = tokio::time::timeout(Duration::from_secs(60), java_out.next_line())
-            .await
-            .expect("java registers in time")
-            .expect("read")
-            .expect("a line");
-        assert_eq!(first, "registered", "{name}");
+        ));
+        assert_eq!(java_registrar.line().await, "registered", "{name}");
         let out = tokio::process::Command::new(zkit_bin())
             .args([
                 "service",
@@ -559,8 +534,8 @@ async fn zkit_service_cli_and_curator_see_each_other() {
             "{name}: zkit service list"
         );
 
-        java_stdin.write_all(b"close\n").await.expect("tell java");
-        foreign_finished(java_registrar, "java registrar", name).await;
+        java_registrar.tell("close").await;
+        java_registrar.finish("java registrar", name).await;
         cli_stdin.write_all(b"done\n").await.expect("tell CMD");
         let status = tokio::time::timeout(LIMIT, registrar.wait())
             .await
@@ -568,23 +543,20 @@ async fn zkit_service_cli_and_curator_see_each_other() {
             .expect("wait");
         assert_eq!(status.code(), Some(0), "{name}");
         // Both unregistered on their way out (no JVM for this check: JVMs are the slow part).
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let discovery = ServiceDiscovery::<serde_json::Value>::new(&s, &base).unwrap();
         let left = discovery.query_for_instances("api").await.unwrap();
         assert!(left.is_empty(), "{name}: still registered: {left:?}");
         eprintln!("{name}: zkit service / curator interop ok");
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_mutexes_exclude_each_other() {
     const ROUNDS: usize = 40;
-    let Some((dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, dir, target, s| async move {
         let path = unique_path("semaphore-mutex-interop");
-        let marks = dir.path().join(format!("marks-{}.txt", target.name));
+        let marks = dir.join(format!("marks-{}.txt", target.name));
         let marks_arg = marks.display().to_string();
         let child = java(
             &cp,
@@ -598,35 +570,18 @@ async fn semaphore_mutexes_exclude_each_other() {
         )
         .spawn()
         .expect("start java");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let mutex = SemaphoreMutex::new(&s, &path);
-        for _ in 0..ROUNDS {
-            let lease = mutex.lock().await.expect("lock");
-            append_mark(&marks, "enter rust\n");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            append_mark(&marks, "exit rust\n");
-            lease.release().await.expect("release");
-        }
-        foreign_finished(child, "java", target.name).await;
-        let text = std::fs::read_to_string(&marks).expect("marks");
-        assert_eq!(
-            check_no_interleaving(&text, "java"),
-            (ROUNDS, ROUNDS),
-            "{}",
-            target.name
-        );
+        let rust = contend(|| mutex.lock(), &marks, ROUNDS);
+        check_exclusion(child, "java", rust, &marks, ROUNDS, target.name).await;
         eprintln!("{}: curator semaphore mutex interop ok", target.name);
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn priority_id_and_delay_queues_are_shared() {
-    let Some((_dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, _dir, target, s| async move {
         let name = target.name;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
 
         // Curator puts: priorities c=30 a=-5 d=100 b=7; ids one=j1 two=j2 three=j1 four=j4;
         // delays late=+1500 ms soon=+700 ms.
@@ -686,16 +641,14 @@ async fn priority_id_and_delay_queues_are_shared() {
         assert!(ids.poll().await.unwrap().is_none());
 
         eprintln!("{name}: curator queues interop ok");
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn atomic_longs_promoted_to_the_same_lock_lose_no_increment() {
     const EACH: usize = 25;
-    let Some((_dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, _dir, target, s| async move {
         let path = unique_path("atomic-interop");
         let lock = format!("{path}-lock");
         let java_side = java(
@@ -704,7 +657,6 @@ async fn atomic_longs_promoted_to_the_same_lock_lose_no_increment() {
         )
         .spawn()
         .expect("start java");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let counter = DistributedAtomicLong::new(
             &s,
             &path,
@@ -754,43 +706,8 @@ async fn atomic_longs_promoted_to_the_same_lock_lose_no_increment() {
             "{}: curator atomic interop ok ({ours} + {theirs})",
             target.name
         );
-    }
-}
-
-/// The Java side in its `interactive` mode: one command line in, one reply line out.
-struct Driven {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    out: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-}
-
-impl Driven {
-    fn start(classpath: &str, addr: &str) -> Driven {
-        let mut child = java(classpath, &[addr, "interactive"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("start java");
-        let stdin = child.stdin.take().expect("stdin");
-        let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        Driven { child, stdin, out }
-    }
-
-    async fn ask(&mut self, command: &str) -> String {
-        self.stdin
-            .write_all(format!("{command}\n").as_bytes())
-            .await
-            .expect("tell java");
-        let reply = tokio::time::timeout(Duration::from_secs(60), self.out.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("java: no reply to {command:?} in time"))
-            .expect("java stdout");
-        reply.unwrap_or_else(|| panic!("java exited on {command:?}"))
-    }
-
-    async fn finish(self, name: &str) {
-        drop(self.stdin);
-        foreign_finished(self.child, "java interactive", name).await;
-    }
+    })
+    .await;
 }
 
 /// Curator's `InterProcessMultiLock` is a list of `InterProcessMutex`es taken in the order
@@ -799,16 +716,12 @@ impl Driven {
 /// and a single mutex on any one of the paths; releasing leaves no lock node behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_locks_exclude_each_other() {
-    let Some((_dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, _dir, target, s| async move {
         let name = target.name;
         let base = unique_path("multi-lock-interop");
         let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let zkit_multi = MultiLock::new(&s, &[&a, &b]).unwrap();
-        let mut j = Driven::start(&cp, &target.addr);
+        let mut j = Driven::start(java(&cp, &[&target.addr, "interactive"]));
         // Curator lists them the other way round: order does not matter for exclusion.
         assert_eq!(j.ask(&format!("multi {b} {a}")).await, "ok");
 
@@ -856,14 +769,15 @@ async fn multi_locks_exclude_each_other() {
         guard.release().await.unwrap();
         assert_eq!(j.ask("multi-try 30000").await, "held", "{name}");
         assert_eq!(j.ask("multi-release").await, "released", "{name}");
-        j.finish(name).await;
+        j.finish("java interactive", name).await;
         // (Curator makes the lock parents containers: the server may have reaped them.)
         for path in [&a, &b] {
             let left = common::children(&s, path).await;
             assert!(left.is_empty(), "{name}: {path}: {left:?}");
         }
         eprintln!("{name}: curator multi-lock interop ok");
-    }
+    })
+    .await;
 }
 
 /// Curator's `PersistentTtlNode` (a `PERSISTENT_WITH_TTL` node kept by touching its TTL child
@@ -875,14 +789,10 @@ async fn multi_locks_exclude_each_other() {
 async fn ttl_nodes_are_kept_by_each_other() {
     const TTL_MS: u64 = 1000;
     let ttl = Duration::from_millis(TTL_MS);
-    let Some((_dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, _dir, target, s| async move {
         let name = target.name;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let client = s.client();
-        let mut j = Driven::start(&cp, &target.addr);
+        let mut j = Driven::start(java(&cp, &[&target.addr, "interactive"]));
         let touch_mzxid = |path: String| {
             let c = client.clone();
             async move {
@@ -936,7 +846,7 @@ async fn ttl_nodes_are_kept_by_each_other() {
         .await;
         assert_eq!(common::children(&s, &path).await, vec!["touch"], "{name}");
         assert_eq!(j.ask("ttl-close").await, "closed", "{name}");
-        j.finish(name).await;
+        j.finish("java interactive", name).await;
         common::eventually("reaped once both closed", LIMIT, || {
             let c = client.clone();
             let p = path.clone();
@@ -944,7 +854,8 @@ async fn ttl_nodes_are_kept_by_each_other() {
         })
         .await;
         eprintln!("{name}: curator ttl node interop ok");
-    }
+    })
+    .await;
 }
 
 /// Curator's `QueueSharder` keeps shard queues `<queue path>/queue-<uuid>` (`QUEUE_PREFIX`),
@@ -953,29 +864,14 @@ async fn ttl_nodes_are_kept_by_each_other() {
 /// item Curator put across them; Curator's sharder then takes every item zkit put.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_sharders_share_shards_and_items() {
-    let Some((_dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, _dir, target, s| async move {
         let name = target.name;
         let path = unique_path("sharder-interop");
         let leader = format!("{path}-leader");
-        let mut child = java(&cp, &[&target.addr, "sharder", &path, &leader])
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("start java");
-        let mut stdin = child.stdin.take().expect("stdin");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut next_line = async || {
-            tokio::time::timeout(Duration::from_secs(60), out.next_line())
-                .await
-                .expect("java replies in time")
-                .expect("java stdout")
-                .expect("java still running")
-        };
+        let mut j = Driven::start(java(&cp, &[&target.addr, "sharder", &path, &leader]));
         let mut java_shards = Vec::new();
         loop {
-            let line = next_line().await;
+            let line = j.line().await;
             if line == "put" {
                 break;
             }
@@ -983,7 +879,6 @@ async fn queue_sharders_share_shards_and_items() {
         }
         assert_eq!(java_shards.len(), 2, "{name}: {java_shards:?}");
 
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         s.client().sync("/").await.unwrap();
         let policies = QueueSharderPolicies {
             new_queue_threshold: 1000,
@@ -1008,17 +903,17 @@ async fn queue_sharders_share_shards_and_items() {
             sharder.put(format!("z{i}").as_bytes()).await.unwrap();
         }
         sharder.close().await;
-        stdin.write_all(b"4\n").await.expect("tell java");
+        j.tell("4").await;
         let mut got = Vec::new();
         for _ in 0..4 {
-            got.push(next_line().await);
+            got.push(j.line().await);
         }
         got.sort();
         assert_eq!(got, ["z0", "z1", "z2", "z3"], "{name}");
-        drop(stdin);
-        foreign_finished(child, "java sharder", name).await;
+        j.finish("java sharder", name).await;
         eprintln!("{name}: curator queue sharder interop ok");
-    }
+    })
+    .await;
 }
 
 /// Curator's `PersistentWatcher` (recursive: `addWatch` with `PERSISTENT_RECURSIVE`) and
@@ -1028,17 +923,13 @@ async fn queue_sharders_share_shards_and_items() {
 /// Curator transaction's writes one event each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persistent_watchers_see_each_others_writes() {
-    let Some((_dir, cp)) = compiled() else {
-        return;
-    };
-    for target in servers().await {
+    each_curator_target(|cp, _dir, target, s| async move {
         let name = target.name;
         let root = unique_path("pwatch-interop");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let c = s.client();
         let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         c.create(&root, b"", &persistent).await.unwrap();
-        let mut j = Driven::start(&cp, &target.addr);
+        let mut j = Driven::start(java(&cp, &[&target.addr, "interactive"]));
         assert_eq!(j.ask(&format!("watch {root}")).await, "watching", "{name}");
         let mut w = PersistentWatcher::new(&s, &root, true).unwrap();
         let first = tokio::time::timeout(LIMIT, w.next()).await.expect("reset");
@@ -1079,7 +970,8 @@ async fn persistent_watchers_see_each_others_writes() {
             format!("NodeCreated {x},NodeDataChanged {x},NodeCreated {y},NodeDeleted {y}"),
             "{name}"
         );
-        j.finish(name).await;
+        j.finish("java interactive", name).await;
         eprintln!("{name}: curator persistent watcher interop ok");
-    }
+    })
+    .await;
 }

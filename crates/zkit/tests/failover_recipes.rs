@@ -31,20 +31,19 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::txn::{check_atomic, file_resource, wait_finished, RunningTxn};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use zkit::config::{ChangeKind, ConfigStore, ConfigWatcher};
+use zkit::config::{ConfigStore, ConfigWatcher};
 use zkit::procedure::{
     AbortReason, Coordinator as ProcedureCoordinator, Member, ProcedureError, Subprocedure,
     SubprocedureFactory,
 };
-use zkit::txn::file::FileState;
-use zkit::txn::layout::Layout;
-use zkit::txn::{Coordinator, FileResource, Outcome, Participant, Recoverer, Resource, TxnOptions};
+use zkit::txn::{Participant, Recoverer, Resource, TxnOptions};
 use zkit::Session;
 use zkit_testkit::{ensemble_available, Ensemble, FaultProxy};
 
@@ -110,8 +109,7 @@ impl Group {
         let mut participants = Vec::new();
         for name in NAMES {
             let session = common::session(connect, SESSION_TIMEOUT).await;
-            let resource: Arc<dyn Resource> =
-                Arc::new(FileResource::open(name, dir.path().join(name)).expect("resource"));
+            let resource: Arc<dyn Resource> = Arc::new(file_resource(dir.path(), name));
             participants.push(
                 Participant::start(&session, &options, name, resource, None).expect("participant"),
             );
@@ -127,10 +125,6 @@ impl Group {
             _participants: participants,
             _recoverer: recoverer,
         }
-    }
-
-    fn resource(&self, i: usize) -> FileResource {
-        FileResource::open(NAMES[i], self.dir.path().join(NAMES[i])).expect("resource")
     }
 }
 
@@ -151,118 +145,59 @@ async fn txn_run(ensemble: &Ensemble, group: &Group, seed: u64) -> String {
          {decision_delay:?}, kill at {at:?})"
     );
 
-    let coordinator_session = common::session(connect, SESSION_TIMEOUT).await;
     let options = TxnOptions {
         decision_delay,
         ..group.options.clone()
     };
-    let coordinator = Coordinator::new(&coordinator_session, options).expect("coordinator");
-    let txn = coordinator
-        .begin(&NAMES, payload.as_bytes())
-        .expect("begin");
-    let txid = txn.txid().to_string();
-    let commit = tokio::spawn(txn.commit());
+    let txn = RunningTxn::begin(
+        connect,
+        SESSION_TIMEOUT,
+        options,
+        &NAMES,
+        payload.as_bytes(),
+    )
+    .await;
+    let txid = txn.txid.clone();
     tokio::time::sleep(at).await;
-    if crash_coordinator {
-        // A crash: the task stops where it is; the session goes with its ephemeral nodes
-        // (`live/<id>`, `<txid>/owner`) once its last handle is gone.
-        commit.abort();
-        drop(coordinator);
-        coordinator_session.close();
-        drop(coordinator_session);
-    }
-    // Whether the surviving coordinator's commit was still under way when the kill came.
-    let in_flight = !crash_coordinator && !commit.is_finished();
-    let killed = kill_leader_and_restart(ensemble).await;
-    let outcome = if crash_coordinator {
+    let mut txn = if crash_coordinator {
+        txn.crash();
         None
     } else {
-        let result = tokio::time::timeout(Duration::from_secs(60), commit)
-            .await
-            .unwrap_or_else(|_| panic!("{what}: commit hangs"))
-            .expect("commit task");
-        Some(result.unwrap_or_else(|e| panic!("{what}: commit failed: {e}")))
+        Some(txn)
+    };
+    // Whether the surviving coordinator's commit was still under way when the kill came.
+    let in_flight = txn.as_ref().is_some_and(|txn| !txn.is_finished());
+    let killed = kill_leader_and_restart(ensemble).await;
+    let outcome = match &mut txn {
+        None => None,
+        Some(txn) => {
+            let result = tokio::time::timeout(Duration::from_secs(60), txn.outcome())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: commit hangs"));
+            Some(result.unwrap_or_else(|e| panic!("{what}: commit failed: {e}")))
+        }
     };
 
-    // Wait (bounded) until the transaction is finished everywhere: collected, inboxes empty.
-    let layout = Layout::new(&group.options.root).expect("layout");
     let probe = common::session(connect, SESSION_TIMEOUT).await;
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        // A failed sync (the probe reconnecting) only means another round.
-        let _ = probe.client().sync(&group.options.root).await;
-        let tree = probe.client().check_stat(&layout.txn(&txid)).await;
-        let mut inboxes_empty = true;
-        for p in NAMES {
-            if !matches!(
-                probe
-                    .client()
-                    .check_stat(&layout.inbox_entry(p, &txid))
-                    .await,
-                Ok(None)
-            ) {
-                inboxes_empty = false;
-            }
-        }
-        if matches!(tree, Ok(None)) && inboxes_empty {
-            break;
-        }
-        if Instant::now() >= deadline {
-            let votes = probe.client().list_children(&layout.votes(&txid)).await;
-            let acks = probe.client().list_children(&layout.acks(&txid)).await;
-            let c = probe.client();
-            let owner = c
-                .check_stat(&layout.owner(&txid))
-                .await
-                .map(|s| s.is_some());
-            let decision = c.get_data(&layout.decision(&txid)).await;
-            let live = c.list_children(&layout.live_dir()).await;
-            let leader = c.list_children(&layout.leader_dir()).await;
-            let children = c.list_children(&layout.txn(&txid)).await;
-            panic!(
-                "{what}: transaction {txid} not finished: children {children:?}, votes \
-                 {votes:?}, acks {acks:?}, owner {owner:?}, decision {decision:?}, live \
-                 coordinators {live:?}, recoverer lock {leader:?}"
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_finished(
+        &probe,
+        &group.options.root,
+        &NAMES,
+        &txid,
+        Duration::from_secs(40),
+        &what,
+    )
+    .await;
     probe.close();
-
-    let states: Vec<FileState> = (0..3).map(|i| group.resource(i).state(&txid)).collect();
-    let committed = states
-        .iter()
-        .filter(|s| **s == FileState::Committed)
-        .count();
-    assert!(
-        committed == 0 || committed == 3,
-        "{what}: not atomic: {states:?}"
+    let committed = check_atomic(
+        group.dir.path(),
+        &NAMES,
+        &txid,
+        veto,
+        outcome.as_ref(),
+        &what,
     );
-    assert!(
-        !states.contains(&FileState::Prepared),
-        "{what}: left in doubt: {states:?}"
-    );
-    for i in 0..3 {
-        assert_eq!(
-            group.resource(i).list(FileState::Prepared),
-            Vec::<String>::new(),
-            "{what}: prepared transactions left"
-        );
-    }
-    if committed == 0 {
-        // Everyone applied abort, or the coordinator died before anyone heard of it.
-        let aborted = states.iter().filter(|s| **s == FileState::Aborted).count();
-        assert!(aborted == 3 || aborted == 0, "{what}: {states:?}");
-    }
-    if veto {
-        assert_eq!(committed, 0, "{what}: a no vote committed");
-    }
-    match &outcome {
-        Some(Outcome::Committed) => assert_eq!(committed, 3, "{what}"),
-        Some(Outcome::Aborted(_)) => assert_eq!(committed, 0, "{what}"),
-        None => {}
-    }
-    let result = if committed == 3 { "commit" } else { "abort" };
+    let result = if committed { "commit" } else { "abort" };
     eprintln!("{what}: leader {killed} killed (commit in flight: {in_flight}), {result}");
     let when = match (crash_coordinator, in_flight) {
         (true, _) => "coordinator crashed",
@@ -543,25 +478,14 @@ const MAX_SESSIONS: usize = 40;
 /// Follows `watcher`, publishing the latest value of `key`; checks that every path's versions
 /// and mzxids strictly increase.
 async fn follow(mut watcher: ConfigWatcher, key: String, latest: watch::Sender<String>) {
-    let mut seen = std::collections::HashMap::<String, (i32, i64)>::new();
+    let mut seen = common::ConfigVersions::default();
     loop {
         let change = match watcher.next().await {
             Ok(change) => change,
             Err(zkit::Error::Closed) => return,
             Err(err) => panic!("watcher: {err}"),
         };
-        if change.kind != ChangeKind::Removed {
-            if let Some(&(version, mzxid)) = seen.get(&change.path) {
-                assert!(
-                    change.version > version && change.mzxid > mzxid,
-                    "{} went backwards: v{} z{} after v{version} z{mzxid}",
-                    change.path,
-                    change.version,
-                    change.mzxid
-                );
-            }
-            seen.insert(change.path.clone(), (change.version, change.mzxid));
-        }
+        seen.check(&change);
         if change.path == key {
             latest.send_replace(change.value_lossy());
         }

@@ -13,14 +13,10 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::{
-    check_no_interleaving, children, foreign_finished, kazoo, kazoo_script, rust_contender,
-    servers, session,
-};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use common::foreign::{check_exclusion, each_kazoo_target, finished_lines, Driven};
+use common::{check_no_interleaving, children, kazoo, rust_contender};
 use zkit::lock::Mutex;
 use zkit::Error;
 use zkit_testkit::unique_path;
@@ -71,6 +67,9 @@ zk.stop()
 zk.close()
 "#;
 
+/// The name of this file's kazoo program.
+const SCRIPT: &str = "kazoo_locker.py";
+
 #[test]
 fn interleaving_check_catches_overlap() {
     assert_eq!(
@@ -86,13 +85,9 @@ fn interleaving_check_catches_overlap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kazoo_lock_with_curator_pattern_and_zkit_mutex_exclude_each_other() {
     const ROUNDS: usize = 60;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path(), "kazoo_locker.py", KAZOO) else {
-        return;
-    };
-    for target in servers().await {
+    each_kazoo_target(SCRIPT, KAZOO, |script, dir, target, s| async move {
         let path = unique_path("kazoo-interop");
-        let marks = dir.path().join(format!("marks-{}.txt", target.name));
+        let marks = dir.join(format!("marks-{}.txt", target.name));
         let marks_arg = marks.display().to_string();
         let python = kazoo(
             &script,
@@ -106,70 +101,39 @@ async fn kazoo_lock_with_curator_pattern_and_zkit_mutex_exclude_each_other() {
         )
         .spawn()
         .expect("start python");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
-        rust_contender(&s, &path, &marks, ROUNDS).await;
-        foreign_finished(python, "kazoo", target.name).await;
-        let text = std::fs::read_to_string(&marks).expect("marks");
-        assert_eq!(
-            check_no_interleaving(&text, "kazoo"),
-            (ROUNDS, ROUNDS),
-            "{}",
-            target.name
-        );
+        let rust = rust_contender(&s, &path, &marks, ROUNDS);
+        check_exclusion(python, "kazoo", rust, &marks, ROUNDS, target.name).await;
         assert!(children(&s, &path).await.is_empty(), "{}", target.name);
         eprintln!("{}: kazoo (extra_lock_patterns) interop ok", target.name);
-    }
+    })
+    .await;
 }
 
 /// The documented limitation, shown both ways: kazoo's default `Lock` ignores a zkit holder,
 /// while a zkit `Mutex` waits for a kazoo holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_kazoo_lock_ignores_zkit_nodes_but_zkit_waits_for_kazoo() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path(), "kazoo_locker.py", KAZOO) else {
-        return;
-    };
-    for target in servers().await {
+    each_kazoo_target(SCRIPT, KAZOO, |script, _dir, target, s| async move {
         let path = unique_path("kazoo-default");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let mutex = Mutex::new(&s, &path);
 
         // zkit holds; kazoo's default Lock acquires anyway (it only counts `__lock__` nodes).
         let guard = mutex.lock().await.expect("lock");
-        let out = tokio::time::timeout(
-            Duration::from_secs(60),
-            kazoo(&script, &["probe", &target.addr, &path]).output(),
-        )
-        .await
-        .expect("probe finishes")
-        .expect("probe output");
-        assert!(
-            out.status.success(),
-            "{}: probe failed: {}",
-            target.name,
-            String::from_utf8_lossy(&out.stderr)
-        );
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            "acquired",
+            finished_lines(
+                kazoo(&script, &["probe", &target.addr, &path]),
+                &format!("{}: probe", target.name)
+            )
+            .await,
+            vec!["acquired"],
             "{}: kazoo's default Lock does not see zkit's nodes",
             target.name
         );
         guard.release().await.expect("release");
 
         // kazoo holds; zkit waits for it (zkit orders every sequential child).
-        let mut holder = kazoo(&script, &["hold", &target.addr, &path])
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("start kazoo holder");
-        let mut stdin = holder.stdin.take().expect("stdin");
-        let mut lines = BufReader::new(holder.stdout.take().expect("stdout")).lines();
-        let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("kazoo holds in time")
-            .expect("read")
-            .expect("a line");
-        assert_eq!(first, "held");
+        let mut holder = Driven::start(kazoo(&script, &["hold", &target.addr, &path]));
+        assert_eq!(holder.line().await, "held");
         let err = mutex
             .try_lock_for(Duration::from_millis(500))
             .await
@@ -185,18 +149,15 @@ async fn default_kazoo_lock_ignores_zkit_nodes_but_zkit_waits_for_kazoo() {
             async move { children(&s, &p).await.len() == 2 }
         })
         .await;
-        stdin.write_all(b"release\n").await.expect("tell kazoo");
+        holder.tell("release").await;
         let guard = tokio::time::timeout(Duration::from_secs(30), waiter)
             .await
             .expect("zkit acquires after kazoo released")
             .expect("task")
             .expect("lock");
-        let status = tokio::time::timeout(Duration::from_secs(30), holder.wait())
-            .await
-            .expect("kazoo exits")
-            .expect("status");
-        assert!(status.success(), "{}", target.name);
+        holder.finish("kazoo holder", target.name).await;
         guard.release().await.expect("release");
         eprintln!("{}: kazoo default-lock story ok", target.name);
-    }
+    })
+    .await;
 }

@@ -9,13 +9,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
-use common::{
-    append_mark, check_no_interleaving, foreign_finished, kazoo, kazoo_script, servers, session,
-};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use common::foreign::{check_exclusion, each_kazoo_target, finished_lines, Driven};
+use common::{contend, kazoo};
 use zkit::lock::{KazooLock, MultiNonBlockingLease, NonBlockingLease};
 use zkit::locking_queue::LockingQueue;
 use zkit::partitioner::{PartitionState, PartitionerOptions, SetPartitioner};
@@ -111,69 +108,18 @@ zk.close()
 
 /// Runs kazoo to completion (bounded); returns its stdout lines.
 async fn kazoo_lines(script: &Path, args: &[&str]) -> Vec<String> {
-    let out = tokio::time::timeout(Duration::from_secs(120), kazoo(script, args).output())
-        .await
-        .expect("kazoo finishes")
-        .expect("kazoo output");
-    assert!(
-        out.status.success(),
-        "kazoo {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    finished_lines(kazoo(script, args), &format!("kazoo {args:?}")).await
 }
 
-/// A long-running kazoo process driven line by line.
-struct Driven {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-}
-
-impl Driven {
-    fn start(script: &Path, args: &[&str]) -> Driven {
-        let mut child = kazoo(script, args)
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("start kazoo");
-        let stdin = child.stdin.take().expect("stdin");
-        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        Driven {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    async fn line(&mut self) -> String {
-        tokio::time::timeout(Duration::from_secs(90), self.lines.next_line())
-            .await
-            .expect("kazoo answers in time")
-            .expect("read")
-            .expect("a line")
-    }
-
-    async fn tell(&mut self, line: &str) {
-        self.stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .expect("tell kazoo");
-    }
-}
+/// The name of this file's kazoo program.
+const SCRIPT: &str = "kazoo_recipes.py";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kazoo_lock_and_kazoo_layout_mutex_exclude_each_other() {
     const ROUNDS: usize = 40;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
-        return;
-    };
-    for target in servers().await {
+    each_kazoo_target(SCRIPT, KAZOO, |script, dir, target, s| async move {
         let path = unique_path("kazoo-lock-interop");
-        let marks = dir.path().join(format!("marks-{}.txt", target.name));
+        let marks = dir.join(format!("marks-{}.txt", target.name));
         let marks_arg = marks.display().to_string();
         let python = kazoo(
             &script,
@@ -181,37 +127,19 @@ async fn kazoo_lock_and_kazoo_layout_mutex_exclude_each_other() {
         )
         .spawn()
         .expect("start kazoo");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let lock = KazooLock::new(&s, &path, "zkit");
-        for _ in 0..ROUNDS {
-            let guard = lock.lock().await.expect("lock");
-            append_mark(&marks, "enter rust\n");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            append_mark(&marks, "exit rust\n");
-            guard.release().await.expect("release");
-        }
-        foreign_finished(python, "kazoo", target.name).await;
-        let text = std::fs::read_to_string(&marks).expect("marks");
-        assert_eq!(
-            check_no_interleaving(&text, "kazoo"),
-            (ROUNDS, ROUNDS),
-            "{}",
-            target.name
-        );
+        let rust = contend(|| lock.lock(), &marks, ROUNDS);
+        check_exclusion(python, "kazoo", rust, &marks, ROUNDS, target.name).await;
         eprintln!("{}: kazoo default lock interop ok", target.name);
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_are_shared_with_kazoo() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
-        return;
-    };
-    for target in servers().await {
+    each_kazoo_target(SCRIPT, KAZOO, |script, _dir, target, s| async move {
         let name = target.name;
         let path = unique_path("kazoo-lease");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         let minute = Duration::from_secs(60);
         assert_eq!(
             kazoo_lines(&script, &["lease", &target.addr, &path, "60", "py"]).await,
@@ -279,19 +207,15 @@ async fn leases_are_shared_with_kazoo() {
             vec!["not obtained"]
         );
         eprintln!("{name}: kazoo lease interop ok");
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locking_queue_is_shared_with_kazoo() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
-        return;
-    };
-    for target in servers().await {
+    each_kazoo_target(SCRIPT, KAZOO, |script, _dir, target, s| async move {
         let name = target.name;
         let path = unique_path("kazoo-locking-queue");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         // kazoo puts; zkit gets by priority, then FIFO.
         kazoo_lines(
             &script,
@@ -333,75 +257,69 @@ async fn locking_queue_is_shared_with_kazoo() {
         );
         assert_eq!(queue.len().await.unwrap(), 0, "{name}");
         eprintln!("{name}: kazoo locking queue interop ok");
-    }
+    })
+    .await;
+}
+
+/// Joins a zkit member `rs-member` of party kind `$kind` (`Party` and `ShallowParty` have the
+/// same API) at `$path` next to kazoo's, and returns the members zkit sees and the line kazoo
+/// answers to `list`; then leaves.
+macro_rules! join_and_list {
+    ($kind:ident, $s:expr, $path:expr, $python:expr) => {{
+        let me = $kind::join(&$s, &$path, "rs-member").unwrap();
+        me.wait_joined(LIMIT).await.unwrap();
+        // kazoo joined through its own session, perhaps on another ensemble member.
+        $s.client().sync(&$path).await.unwrap();
+        let members = me.members().await.unwrap();
+        $python.tell("list").await;
+        let kazoo_sees = $python.line().await;
+        me.leave().await;
+        (members, kazoo_sees)
+    }};
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parties_are_shared_with_kazoo() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
-        return;
-    };
-    for target in servers().await {
+    each_kazoo_target(SCRIPT, KAZOO, |script, _dir, target, s| async move {
         let name = target.name;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
         for (mode, path) in [
             ("party", unique_path("kazoo-party")),
             ("shallow", unique_path("kazoo-shallow")),
         ] {
-            let mut python = Driven::start(&script, &[mode, &target.addr, &path, "py-member"]);
+            let mut python =
+                Driven::start(kazoo(&script, &[mode, &target.addr, &path, "py-member"]));
             assert_eq!(python.line().await, "joined");
             let members = if mode == "party" {
-                let me = Party::join(&s, &path, "rs-member").unwrap();
-                me.wait_joined(LIMIT).await.unwrap();
-                // kazoo joined through its own session, perhaps on another ensemble member.
-                s.client().sync(&path).await.unwrap();
-                let members = me.members().await.unwrap();
-                python.tell("list").await;
-                let kazoo_sees = python.line().await;
-                me.leave().await;
-                (members, kazoo_sees)
+                join_and_list!(Party, s, path, python)
             } else {
-                let me = ShallowParty::join(&s, &path, "rs-member").unwrap();
-                me.wait_joined(LIMIT).await.unwrap();
-                // kazoo joined through its own session, perhaps on another ensemble member.
-                s.client().sync(&path).await.unwrap();
-                let members = me.members().await.unwrap();
-                python.tell("list").await;
-                let kazoo_sees = python.line().await;
-                me.leave().await;
-                (members, kazoo_sees)
+                join_and_list!(ShallowParty, s, path, python)
             };
             let mut ours = members.0;
             ours.sort();
             assert_eq!(ours, vec!["py-member", "rs-member"], "{name} {mode}");
             assert_eq!(members.1, "members py-member,rs-member", "{name} {mode}");
-            foreign_finished(python.child, "kazoo party", name).await;
+            python.finish("kazoo party", name).await;
         }
         eprintln!("{name}: kazoo party interop ok");
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_partitioner_splits_with_kazoo_and_re_splits_when_zkit_leaves() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let Some(script) = kazoo_script(dir.path(), "kazoo_recipes.py", KAZOO) else {
-        return;
-    };
-    let items: Vec<String> = (1..=6).map(|i| format!("q{i}")).collect();
-    let joined = items.join(",");
-    for target in servers().await {
+    each_kazoo_target(SCRIPT, KAZOO, |script, _dir, target, s| async move {
         let name = target.name;
         let path = unique_path("kazoo-partition");
-        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let items: Vec<String> = (1..=6).map(|i| format!("q{i}")).collect();
+        let joined = items.join(",");
         let options = PartitionerOptions {
             time_boundary: Duration::from_millis(1500),
             max_reaction_time: Duration::from_millis(500),
         };
-        let mut python = Driven::start(
+        let mut python = Driven::start(kazoo(
             &script,
             &["partition", &target.addr, &path, "py", &joined, "1.5"],
-        );
+        ));
         let ours = SetPartitioner::start(&s, &path, &items, "rs", options).unwrap();
         // Both must end up acquired on the two-member party; kazoo may first acquire alone
         // (everything) and then release when zkit joins.
@@ -441,7 +359,8 @@ async fn set_partitioner_splits_with_kazoo_and_re_splits_when_zkit_leaves() {
         assert_eq!(ours.state(), PartitionState::Failure);
         assert_eq!(python.line().await, format!("acquired {joined}"), "{name}");
         python.tell("finish").await;
-        foreign_finished(python.child, "kazoo partitioner", name).await;
+        python.finish("kazoo partitioner", name).await;
         eprintln!("{name}: kazoo partitioner interop ok");
-    }
+    })
+    .await;
 }

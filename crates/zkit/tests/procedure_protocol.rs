@@ -127,6 +127,8 @@ impl Subprocedure for TestSub {
 struct Cluster {
     base: String,
     members: Vec<(String, Session, MemberHandle)>,
+    /// A session of no member's, to coordinate from and to look at the tree with.
+    observer: Session,
     events: mpsc::UnboundedReceiver<(String, Event)>,
     acquired: watch::Sender<usize>,
 }
@@ -152,6 +154,7 @@ impl Cluster {
         Cluster {
             base,
             members,
+            observer: session(addr, Duration::from_secs(10)).await,
             events,
             acquired,
         }
@@ -195,12 +198,18 @@ impl Cluster {
     }
 
     /// No procedure znode is left: only the (empty) directories and live member nodes.
-    async fn assert_clean(&self, observer: &Session, target: &str) {
+    async fn assert_clean(&self, target: &str) {
         let root = format!("{}/{SIG}", self.base);
         for dir in ["acquired", "reached", "abort", "running"] {
-            let left = children(observer, &format!("{root}/{dir}")).await;
+            let left = children(&self.observer, &format!("{root}/{dir}")).await;
             assert!(left.is_empty(), "{target}: {dir}/ not empty: {left:?}");
         }
+    }
+
+    /// Checks that no procedure znode is left, then stops every member.
+    async fn finish(self, target: &str) {
+        self.assert_clean(target).await;
+        self.stop().await;
     }
 
     async fn stop(self) {
@@ -211,6 +220,11 @@ impl Cluster {
     }
 }
 
+/// Members `a` and `b` that succeed, and `c` behaving as `c`.
+fn two_ok_and_c(c: Behavior) -> [(&'static str, Behavior); 3] {
+    [("a", Behavior::Ok), ("b", Behavior::Ok), ("c", c)]
+}
+
 fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
@@ -218,16 +232,8 @@ fn names(list: &[&str]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_members_succeed_with_results() {
     for target in servers().await {
-        let cluster = Cluster::start(
-            &target.addr,
-            &[
-                ("a", Behavior::Ok),
-                ("b", Behavior::Ok),
-                ("c", Behavior::Ok),
-            ],
-        )
-        .await;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let cluster = Cluster::start(&target.addr, &two_ok_and_c(Behavior::Ok)).await;
+        let s = cluster.observer.clone();
         let coordinator = Coordinator::new(&s, &cluster.base);
         let results = coordinator
             .run(SIG, "i1", b"t1", &cluster.names(), Duration::from_secs(30))
@@ -238,15 +244,14 @@ async fn all_members_succeed_with_results() {
             .map(|m| (m.to_string(), format!("{m}:t1").into_bytes()))
             .collect();
         assert_eq!(results, want, "{}", target.name);
-        cluster.assert_clean(&s, target.name).await;
+        cluster.assert_clean(target.name).await;
         // The same name can be used again once the instance is gone.
         let again = coordinator
             .run(SIG, "i1", b"t2", &cluster.names(), Duration::from_secs(30))
             .await
             .expect("second procedure completes");
         assert_eq!(again.get("b").map(Vec::as_slice), Some(&b"b:t2"[..]));
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
         eprintln!("{}: success ok", target.name);
     }
 }
@@ -256,14 +261,10 @@ async fn failure_in_acquire_aborts_everyone_and_names_the_member() {
     for target in servers().await {
         let mut cluster = Cluster::start(
             &target.addr,
-            &[
-                ("a", Behavior::Ok),
-                ("b", Behavior::Ok),
-                ("c", Behavior::FailAcquire { after: 2 }),
-            ],
+            &two_ok_and_c(Behavior::FailAcquire { after: 2 }),
         )
         .await;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let s = cluster.observer.clone();
         let err = Coordinator::new(&s, &cluster.base)
             .run(SIG, "i1", b"t1", &cluster.names(), Duration::from_secs(30))
             .await
@@ -278,8 +279,7 @@ async fn failure_in_acquire_aborts_everyone_and_names_the_member() {
         assert!(err.to_string().contains("member 'c': disk full"), "{err}");
         let cleanups = cluster.expect_cleanups(&["a", "b", "c"]).await;
         assert_eq!(cleanups["c"], reason);
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
         eprintln!("{}: acquire failure ok", target.name);
     }
 }
@@ -296,7 +296,7 @@ async fn failure_inside_aborts_everyone_including_finished_members() {
             ],
         )
         .await;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let s = cluster.observer.clone();
         let err = Coordinator::new(&s, &cluster.base)
             .run(SIG, "i1", b"t1", &cluster.names(), Duration::from_secs(30))
             .await
@@ -310,8 +310,7 @@ async fn failure_inside_aborts_everyone_including_finished_members() {
         // Acknowledged aborts: every live member that joined cleaned up before run returned.
         let cleanups = cluster.expect_cleanups(&["a", "b", "c"]).await;
         assert!(cleanups.values().all(|r| r.source == "b"), "{cleanups:?}");
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
         eprintln!("{}: inside failure ok", target.name);
     }
 }
@@ -322,14 +321,10 @@ async fn dead_member_aborts_at_once_not_at_the_timeout() {
         let gate = Arc::new(Notify::new());
         let mut cluster = Cluster::start(
             &target.addr,
-            &[
-                ("a", Behavior::Ok),
-                ("b", Behavior::Ok),
-                ("c", Behavior::GateAcquire(gate.clone())),
-            ],
+            &two_ok_and_c(Behavior::GateAcquire(gate.clone())),
         )
         .await;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let s = cluster.observer.clone();
         let coordinator = Coordinator::new(&s, &cluster.base);
         let expected = cluster.names();
         let run = tokio::spawn(async move {
@@ -359,8 +354,7 @@ async fn dead_member_aborts_at_once_not_at_the_timeout() {
             target.name
         );
         cluster.expect_cleanups(&["a", "b"]).await;
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
         eprintln!("{}: dead member aborted after {elapsed:?}", target.name);
     }
 }
@@ -371,14 +365,10 @@ async fn coordinator_timeout_makes_members_clean_up() {
         let gate = Arc::new(Notify::new());
         let mut cluster = Cluster::start(
             &target.addr,
-            &[
-                ("a", Behavior::Ok),
-                ("b", Behavior::Ok),
-                ("c", Behavior::GateAcquire(gate.clone())),
-            ],
+            &two_ok_and_c(Behavior::GateAcquire(gate.clone())),
         )
         .await;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let s = cluster.observer.clone();
         let err = Coordinator::new(&s, &cluster.base)
             .run(
                 SIG,
@@ -399,8 +389,7 @@ async fn coordinator_timeout_makes_members_clean_up() {
         gate.notify_one();
         let cleanups = cluster.expect_cleanups(&["a", "b", "c"]).await;
         assert_eq!(cleanups["a"], reason, "{}", target.name);
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
         eprintln!("{}: timeout ok", target.name);
     }
 }
@@ -417,7 +406,7 @@ async fn duplicate_instance_is_refused_and_cancellation_aborts() {
             ],
         )
         .await;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let s = cluster.observer.clone();
         let coordinator = Coordinator::new(&s, &cluster.base);
         let (c2, expected) = (coordinator.clone(), cluster.names());
         let first = tokio::spawn(async move {
@@ -457,8 +446,7 @@ async fn duplicate_instance_is_refused_and_cancellation_aborts() {
             },
         )
         .await;
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
         eprintln!("{}: duplicate + cancel ok", target.name);
     }
 }
@@ -490,6 +478,33 @@ fn crashing_coordinator(
     })
 }
 
+/// Starts members `a` (always succeeding) and `b` (`b_behavior`), runs a coordinator for them
+/// and crashes it once member `crash_at.0` reported event `crash_at.1`.
+async fn cluster_with_crashed_coordinator(
+    addr: &str,
+    b_behavior: Behavior,
+    crash_at: (&'static str, Event),
+) -> Cluster {
+    let mut cluster = Cluster::start(addr, &[("a", Behavior::Ok), ("b", b_behavior)]).await;
+    let crash = Arc::new(Notify::new());
+    let thread = crashing_coordinator(
+        addr.to_string(),
+        cluster.base.clone(),
+        cluster.names(),
+        crash.clone(),
+    );
+    let (member, event) = crash_at;
+    cluster
+        .expect(
+            |m, e| m == member && *e == event,
+            &format!("{member} {event:?}"),
+        )
+        .await;
+    crash.notify_one();
+    thread.join().expect("coordinator thread");
+    cluster
+}
+
 async fn wait_owner_gone(s: &Session, base: &str) {
     // The crashed coordinator's session must expire on the server first: that is how a new
     // coordinator knows the instance is orphaned.
@@ -510,26 +525,12 @@ async fn restarted_coordinator_aborts_unreleased_and_finishes_released_instances
     for target in servers().await {
         // Crash before the barrier is released: the new coordinator aborts.
         let gate = Arc::new(Notify::new());
-        let mut cluster = Cluster::start(
+        let mut cluster = cluster_with_crashed_coordinator(
             &target.addr,
-            &[
-                ("a", Behavior::Ok),
-                ("b", Behavior::GateAcquire(gate.clone())),
-            ],
+            Behavior::GateAcquire(gate.clone()),
+            ("a", Event::Acquired),
         )
         .await;
-        let crash = Arc::new(Notify::new());
-        let thread = crashing_coordinator(
-            target.addr.clone(),
-            cluster.base.clone(),
-            cluster.names(),
-            crash.clone(),
-        );
-        cluster
-            .expect(|m, e| m == "a" && *e == Event::Acquired, "a acquired")
-            .await;
-        crash.notify_one();
-        thread.join().expect("coordinator thread");
         let s = session(&target.addr, Duration::from_secs(10)).await;
         let coordinator = Coordinator::new(&s, &cluster.base);
         // While the old session lives, its instance is not touched.
@@ -547,31 +548,16 @@ async fn restarted_coordinator_aborts_unreleased_and_finishes_released_instances
         assert!(reason.message.contains("restarted"), "{reason}");
         gate.notify_one();
         cluster.expect_cleanups(&["a", "b"]).await;
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
 
         // Crash after the barrier is released: the new coordinator finishes it.
         let gate = Arc::new(Notify::new());
-        let mut cluster = Cluster::start(
+        let cluster = cluster_with_crashed_coordinator(
             &target.addr,
-            &[
-                ("a", Behavior::Ok),
-                ("b", Behavior::GateInside(gate.clone())),
-            ],
+            Behavior::GateInside(gate.clone()),
+            ("b", Event::Inside),
         )
         .await;
-        let crash = Arc::new(Notify::new());
-        let thread = crashing_coordinator(
-            target.addr.clone(),
-            cluster.base.clone(),
-            cluster.names(),
-            crash.clone(),
-        );
-        cluster
-            .expect(|m, e| m == "b" && *e == Event::Inside, "b inside")
-            .await;
-        crash.notify_one();
-        thread.join().expect("coordinator thread");
         wait_owner_gone(&s, &cluster.base).await;
         let coordinator = Coordinator::new(&s, &cluster.base);
         let recovering = tokio::spawn(async move { coordinator.recover(SIG).await });
@@ -586,8 +572,7 @@ async fn restarted_coordinator_aborts_unreleased_and_finishes_released_instances
             target.name
         );
         assert_eq!(results.len(), 2);
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
         eprintln!("{}: coordinator restart ok", target.name);
     }
 }
@@ -596,7 +581,7 @@ async fn restarted_coordinator_aborts_unreleased_and_finishes_released_instances
 async fn missing_member_and_bad_names_fail_fast() {
     for target in servers().await {
         let cluster = Cluster::start(&target.addr, &[("a", Behavior::Ok)]).await;
-        let s = session(&target.addr, Duration::from_secs(10)).await;
+        let s = cluster.observer.clone();
         let coordinator = Coordinator::new(&s, &cluster.base);
         let start = Instant::now();
         let err = coordinator
@@ -634,7 +619,6 @@ async fn missing_member_and_bad_names_fail_fast() {
             matches!(dup, Err(ProcedureError::DuplicateMember(_))),
             "{dup:?}"
         );
-        cluster.assert_clean(&s, target.name).await;
-        cluster.stop().await;
+        cluster.finish(target.name).await;
     }
 }

@@ -15,11 +15,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::txn::{check_atomic, file_resource, wait_finished, RunningTxn};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use zkit::txn::file::FileState;
-use zkit::txn::layout::Layout;
-use zkit::txn::{Coordinator, FileResource, Outcome, Participant, Recoverer, Resource, TxnOptions};
+use zkit::txn::{Participant, Recoverer, Resource, TxnOptions};
 use zkit::Session;
 use zkit_testkit::FaultProxy;
 
@@ -54,10 +53,6 @@ struct Run {
 }
 
 impl Run {
-    fn resource(&self, i: usize) -> FileResource {
-        FileResource::open(NAMES[i], self.dir.path().join(NAMES[i])).expect("resource")
-    }
-
     async fn start_participant(&mut self, i: usize) {
         // P1 goes through the fault proxy, so its connection can be dropped.
         let addr = if i == 0 {
@@ -66,7 +61,7 @@ impl Run {
             self.addr.clone()
         };
         let session = common::session(&addr, Duration::from_secs(10)).await;
-        let resource: Arc<dyn Resource> = Arc::new(self.resource(i));
+        let resource: Arc<dyn Resource> = Arc::new(file_resource(self.dir.path(), NAMES[i]));
         let participant = Participant::start(&session, &self.options, NAMES[i], resource, None)
             .expect("participant");
         self.participants[i] = Some((session, participant));
@@ -113,13 +108,15 @@ async fn one_run(addr: &str, seed: u64) -> String {
     let at = Duration::from_micros(rng.gen_range(0..40_000));
     let restart_after = Duration::from_micros(rng.gen_range(0..100_000));
 
-    let coordinator_session = common::session(addr, Duration::from_secs(10)).await;
-    let coordinator = Coordinator::new(&coordinator_session, options.clone()).expect("coordinator");
-    let txn = coordinator
-        .begin(&NAMES, payload.as_bytes())
-        .expect("begin");
-    let txid = txn.txid().to_string();
-    let commit = tokio::spawn(txn.commit());
+    let txn = RunningTxn::begin(
+        addr,
+        Duration::from_secs(10),
+        options.clone(),
+        &NAMES,
+        payload.as_bytes(),
+    )
+    .await;
+    let txid = txn.txid.clone();
     tokio::time::sleep(at).await;
     let mut coordinator_alive = true;
     let mut killed = None;
@@ -133,98 +130,42 @@ async fn one_run(addr: &str, seed: u64) -> String {
             killed = Some(i);
         }
     }
-    if !coordinator_alive {
-        // A crash: the task stops where it is; the last session handle goes, and with it
-        // the ZooKeeper session and its ephemeral nodes (live/<id>, <txid>/owner).
-        commit.abort();
-        drop(coordinator);
-        coordinator_session.close();
-        drop(coordinator_session);
-    }
+    let mut txn = if coordinator_alive {
+        Some(txn)
+    } else {
+        txn.crash();
+        None
+    };
     if let Some(i) = killed {
         run.kill_participant(i);
         tokio::time::sleep(restart_after).await;
         run.start_participant(i).await;
     }
-    let outcome = if coordinator_alive {
-        Some(
-            commit
+    let outcome = match &mut txn {
+        Some(txn) => Some(
+            txn.outcome()
                 .await
-                .expect("commit task")
                 .unwrap_or_else(|e| panic!("seed {seed}: commit failed: {e}")),
-        )
-    } else {
-        None
+        ),
+        None => None,
     };
 
-    // Wait (bounded) until the transaction is finished everywhere: collected, inboxes empty.
-    let layout = Layout::new(&run.root).expect("layout");
     let probe = common::session(addr, Duration::from_secs(10)).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let tree = probe.client().check_stat(&layout.txn(&txid)).await;
-        let mut inboxes_empty = true;
-        for p in NAMES {
-            if let Ok(Some(_)) = probe
-                .client()
-                .check_stat(&layout.inbox_entry(p, &txid))
-                .await
-            {
-                inboxes_empty = false;
-            }
-        }
-        if matches!(tree, Ok(None)) && inboxes_empty {
-            break;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            let children = probe.client().list_children(&layout.txn(&txid)).await;
-            let acks = probe.client().list_children(&layout.acks(&txid)).await;
-            let votes = probe.client().list_children(&layout.votes(&txid)).await;
-            panic!(
-                "seed {seed} ({fault:?}, veto {veto}, at {at:?}): transaction {txid} not \
-                 finished: children {children:?}, votes {votes:?}, acks {acks:?}"
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-
-    let states: Vec<FileState> = (0..3).map(|i| run.resource(i).state(&txid)).collect();
-    let committed = states
-        .iter()
-        .filter(|s| **s == FileState::Committed)
-        .count();
-    assert!(
-        committed == 0 || committed == 3,
-        "seed {seed} ({fault:?}): not atomic: {states:?}"
-    );
-    assert!(
-        !states.contains(&FileState::Prepared),
-        "seed {seed} ({fault:?}): left in doubt: {states:?}"
-    );
-    for i in 0..3 {
-        assert_eq!(
-            run.resource(i).list(FileState::Prepared),
-            Vec::<String>::new()
-        );
-    }
-    if committed == 0 {
-        // The tree existed (it is collected only after every ack): everyone applied abort;
-        // or the coordinator died before writing it: nobody ever heard of it.
-        let aborted = states.iter().filter(|s| **s == FileState::Aborted).count();
-        assert!(aborted == 3 || aborted == 0, "seed {seed}: {states:?}");
-    }
-    if veto {
-        assert_eq!(committed, 0, "seed {seed}: a no vote committed");
-    }
-    match &outcome {
-        Some(Outcome::Committed) => assert_eq!(committed, 3, "seed {seed}"),
-        Some(Outcome::Aborted(_)) => assert_eq!(committed, 0, "seed {seed}"),
-        None => {}
-    }
+    let what = format!("seed {seed} ({fault:?}, veto {veto}, at {at:?})");
+    wait_finished(
+        &probe,
+        &run.root,
+        &NAMES,
+        &txid,
+        Duration::from_secs(20),
+        &what,
+    )
+    .await;
+    let committed = check_atomic(run.dir.path(), &NAMES, &txid, veto, outcome.as_ref(), &what);
     for i in 0..3 {
         run.kill_participant(i);
     }
-    let result = if committed == 3 { "commit" } else { "abort" };
+    let result = if committed { "commit" } else { "abort" };
     format!("{fault:?}/{result}")
 }
 

@@ -13,6 +13,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::txn::RunningTxn;
 use tokio::sync::mpsc;
 use tokio_postgres::NoTls;
 use zkit::txn::decide::Vote;
@@ -152,6 +153,21 @@ impl Dbs {
             }
         }
     }
+
+    /// Waits until participant `name` applied the decision on `txid`.
+    async fn expect_applied(&mut self, name: &str, txid: &str, what: &str) {
+        self.expect(
+            |n, e| n == name && matches!(e, ParticipantEvent::Applied { txid: t, .. } if t == txid),
+            what,
+        )
+        .await;
+    }
+}
+
+/// A payload inserting row `k` into table `t` of both databases.
+fn insert_into_both(k: &str) -> Vec<u8> {
+    format!(r#"{{"DB1": "INSERT INTO t VALUES ('{k}')", "DB2": "INSERT INTO t VALUES ('{k}')"}}"#)
+        .into_bytes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -185,10 +201,8 @@ async fn two_databases_commit_abort_and_survive_a_coordinator_crash() {
         let coordinator = Coordinator::new(&session, options.clone()).expect("coordinator");
 
         // Commit: both rows.
-        let payload =
-            br#"{"DB1": "INSERT INTO t VALUES ('a')", "DB2": "INSERT INTO t VALUES ('a')"}"#;
         let outcome = coordinator
-            .begin(&DB, payload)
+            .begin(&DB, &insert_into_both("a"))
             .expect("begin")
             .commit()
             .await;
@@ -217,21 +231,19 @@ async fn two_databases_commit_abort_and_survive_a_coordinator_crash() {
         let recoverer_session = common::session(&target.addr, Duration::from_secs(10)).await;
         let _recoverer =
             Recoverer::start(&recoverer_session, &options, "r", None).expect("recoverer");
-        let crash_session = common::session(&target.addr, Duration::from_secs(10)).await;
-        let crashing = Coordinator::new(
-            &crash_session,
+        let crashing = RunningTxn::begin(
+            &target.addr,
+            Duration::from_secs(10),
             TxnOptions {
                 decision_delay: Duration::from_secs(60),
                 vote_timeout: Duration::from_secs(60),
                 ..options.clone()
             },
+            &DB,
+            &insert_into_both("c"),
         )
-        .expect("coordinator");
-        let payload =
-            br#"{"DB1": "INSERT INTO t VALUES ('c')", "DB2": "INSERT INTO t VALUES ('c')"}"#;
-        let txn = crashing.begin(&DB, payload).expect("begin");
-        let txid = txn.txid().to_string();
-        let commit = tokio::spawn(txn.commit());
+        .await;
+        let txid = crashing.txid.clone();
         for _ in 0..2 {
             dbs.expect(
                 |_, e| matches!(e, ParticipantEvent::Voted { vote: Vote::Yes, txid: t } if *t == txid),
@@ -245,17 +257,8 @@ async fn two_databases_commit_abort_and_survive_a_coordinator_crash() {
             1,
             "DB1 holds a prepared transaction"
         );
-        commit.abort();
-        drop(crashing);
-        crash_session.close();
-        drop(crash_session);
-        dbs.expect(
-            |n, e| {
-                n == "DB2" && matches!(e, ParticipantEvent::Applied { txid: t, .. } if *t == txid)
-            },
-            "DB2 applied",
-        )
-        .await;
+        crashing.crash();
+        dbs.expect_applied("DB2", &txid, "DB2 applied").await;
         assert!(has_row(&urls[1], "c").await);
         dbs.start(0).await;
         let started = dbs
@@ -285,39 +288,27 @@ async fn two_databases_commit_abort_and_survive_a_coordinator_crash() {
         // Coordinator crash with a vote missing (DB2 down): presumed abort at the deadline
         // rolls back DB1's prepared insert.
         dbs.kill(1);
-        let crash_session = common::session(&target.addr, Duration::from_secs(10)).await;
-        let crashing = Coordinator::new(&crash_session, options.clone()).expect("coordinator");
-        let payload =
-            br#"{"DB1": "INSERT INTO t VALUES ('d')", "DB2": "INSERT INTO t VALUES ('d')"}"#;
-        let txn = crashing.begin(&DB, payload).expect("begin");
-        let txid = txn.txid().to_string();
-        let commit = tokio::spawn(txn.commit());
+        let crashing = RunningTxn::begin(
+            &target.addr,
+            Duration::from_secs(10),
+            options.clone(),
+            &DB,
+            &insert_into_both("d"),
+        )
+        .await;
+        let txid = crashing.txid.clone();
         dbs.expect(
             |n, e| n == "DB1" && matches!(e, ParticipantEvent::Voted { txid: t, .. } if *t == txid),
             "DB1 voted",
         )
         .await;
-        commit.abort();
-        drop(crashing);
-        crash_session.close();
-        drop(crash_session);
-        dbs.expect(
-            |n, e| {
-                n == "DB1" && matches!(e, ParticipantEvent::Applied { txid: t, .. } if *t == txid)
-            },
-            "DB1 applied abort",
-        )
-        .await;
+        crashing.crash();
+        dbs.expect_applied("DB1", &txid, "DB1 applied abort").await;
         assert!(!has_row(&urls[0], "d").await);
         assert_eq!(prepared_count(&urls[0]).await, 0);
         dbs.start(1).await;
-        dbs.expect(
-            |n, e| {
-                n == "DB2" && matches!(e, ParticipantEvent::Applied { txid: t, .. } if *t == txid)
-            },
-            "DB2 applied abort when back",
-        )
-        .await;
+        dbs.expect_applied("DB2", &txid, "DB2 applied abort when back")
+            .await;
         assert!(!has_row(&urls[1], "d").await);
         dbs.kill(0);
         dbs.kill(1);

@@ -155,6 +155,14 @@ impl Group {
     }
 }
 
+/// A fresh transaction root (named after `name`) on `addr`, its [`options`], and the
+/// participants started on it.
+async fn fresh_group(addr: &str, name: &str) -> (TxnOptions, Group) {
+    let options = options(&zkit_testkit::unique_path(name));
+    let group = Group::start(addr, options.clone()).await;
+    (options, group)
+}
+
 async fn coordinator(addr: &str, options: TxnOptions) -> (Session, Coordinator) {
     let session = common::session(addr, Duration::from_secs(10)).await;
     let coordinator = Coordinator::new(&session, options).expect("coordinator");
@@ -168,9 +176,7 @@ async fn gone(session: Session, path: String) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn all_yes_commits_everywhere_and_is_collected() {
     for target in common::servers().await {
-        let root = zkit_testkit::unique_path("txn-yes");
-        let options = options(&root);
-        let mut group = Group::start(&target.addr, options.clone()).await;
+        let (options, mut group) = fresh_group(&target.addr, "txn-yes").await;
         let (session, c) = coordinator(&target.addr, options.clone()).await;
         let mut took = Vec::new();
         for i in 0..20 {
@@ -189,7 +195,7 @@ async fn all_yes_commits_everywhere_and_is_collected() {
             // commit() returned after every ack, so every resource has it committed.
             assert_eq!(group.states(&txid), vec![FileState::Committed; 3]);
             group.applied(&txid, &NAMES).await;
-            let layout = Layout::new(&root).expect("layout");
+            let layout = Layout::new(&options.root).expect("layout");
             common::eventually("transaction collected", Duration::from_secs(5), || {
                 gone(session.clone(), layout.txn(&txid))
             })
@@ -208,9 +214,7 @@ async fn all_yes_commits_everywhere_and_is_collected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_no_vote_aborts_everywhere() {
     for target in common::servers().await {
-        let root = zkit_testkit::unique_path("txn-no");
-        let options = options(&root);
-        let mut group = Group::start(&target.addr, options.clone()).await;
+        let (options, mut group) = fresh_group(&target.addr, "txn-no").await;
         let (_session, c) = coordinator(&target.addr, options).await;
         let txn = c.begin(&NAMES, b"veto=P2").expect("begin");
         let txid = txn.txid().to_string();
@@ -228,9 +232,7 @@ async fn one_no_vote_aborts_everywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn participant_dead_before_voting_aborts_after_the_vote_timeout() {
     for target in common::servers().await {
-        let root = zkit_testkit::unique_path("txn-dead");
-        let options = options(&root);
-        let mut group = Group::start(&target.addr, options.clone()).await;
+        let (options, mut group) = fresh_group(&target.addr, "txn-dead").await;
         // P3 gets stuck in prepare and is killed there, before it votes.
         group.kill(2);
         group.restart(2, Duration::from_secs(60)).await;
@@ -287,9 +289,7 @@ fn recovery_observer() -> (RecoveryObserver, mpsc::UnboundedReceiver<RecoveryEve
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coordinator_crash_before_decision_is_committed_by_the_recoverer() {
     for target in common::servers().await {
-        let root = zkit_testkit::unique_path("txn-coord");
-        let options = options(&root);
-        let mut group = Group::start(&target.addr, options.clone()).await;
+        let (options, mut group) = fresh_group(&target.addr, "txn-coord").await;
         let recoverer_session = common::session(&target.addr, Duration::from_secs(10)).await;
         let (observer, mut recovered) = recovery_observer();
         let _recoverer = Recoverer::start(&recoverer_session, &options, "r1", Some(observer))
@@ -340,9 +340,7 @@ async fn coordinator_crash_before_decision_is_committed_by_the_recoverer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn participant_crash_after_yes_applies_the_decision_when_back() {
     for target in common::servers().await {
-        let root = zkit_testkit::unique_path("txn-back");
-        let options = options(&root);
-        let mut group = Group::start(&target.addr, options.clone()).await;
+        let (options, mut group) = fresh_group(&target.addr, "txn-back").await;
         let slow = TxnOptions {
             decision_delay: Duration::from_millis(300),
             ack_timeout: Duration::from_millis(500),
@@ -379,7 +377,7 @@ async fn participant_crash_after_yes_applies_the_decision_when_back() {
             .await;
         assert_eq!(group.states(&txid), vec![FileState::Committed; 3]);
         let probe = common::session(&target.addr, Duration::from_secs(10)).await;
-        let layout = Layout::new(&root).expect("layout");
+        let layout = Layout::new(&options.root).expect("layout");
         common::eventually("collected after P3's ack", Duration::from_secs(5), || {
             gone(probe.clone(), layout.txn(&txid))
         })
@@ -391,10 +389,8 @@ async fn participant_crash_after_yes_applies_the_decision_when_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn old_coordinator_and_recoverer_race_for_one_decision() {
     for target in common::servers().await {
-        let root = zkit_testkit::unique_path("txn-race");
-        let options = options(&root);
-        let layout = Layout::new(&root).expect("layout");
-        let mut group = Group::start(&target.addr, options.clone()).await;
+        let (options, mut group) = fresh_group(&target.addr, "txn-race").await;
+        let layout = Layout::new(&options.root).expect("layout");
         let session = common::session(&target.addr, Duration::from_secs(10)).await;
         // Raw race on the decision node: 20 rounds, the "old coordinator" proposes abort and
         // the "recoverer" commit, released together. Exactly one create wins each round, and

@@ -13,7 +13,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Subcommand;
-use zkit_client::{Acls, Client, CreateMode, Error as ZkError, Stat};
+use zkit_client::{Acl, Acls, Client, CreateMode, CreateOptions, Error as ZkError, Stat};
 
 use super::conn::{close, ConnArgs};
 use super::print::node_error;
@@ -258,22 +258,7 @@ async fn execute(client: &Client, command: NodeCommand) -> Result<()> {
                     ensure_path(client, parent).await?;
                 }
             }
-            let mode = match (ephemeral, sequential, container) {
-                (true, true, _) => CreateMode::EphemeralSequential,
-                (true, false, _) => CreateMode::Ephemeral,
-                (false, true, _) => CreateMode::PersistentSequential,
-                (false, false, true) => CreateMode::Container,
-                (false, false, false) => CreateMode::Persistent,
-            };
-            let acls = if acl.is_empty() {
-                Acls::anyone_all()
-            } else {
-                Acls::new(&acl)
-            };
-            let mut options = mode.with_acls(acls);
-            if let Some(ttl) = ttl {
-                options = options.with_ttl(ttl);
-            }
+            let options = create_options(&acl, ephemeral, sequential, container, ttl);
             let (_, sequence) = match client.create(&path, &data, &options).await {
                 Ok(created) => created,
                 // NoNode from a create means a missing parent: name it, not the child.
@@ -366,6 +351,35 @@ async fn delete_descendants(client: &Client, path: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The options of a create with zkCli's flags: `-e` ephemeral, `-s` sequential, `-c` container
+/// (which the others override), `-t` a TTL; `acl` (world:anyone with every permission when
+/// empty).
+pub fn create_options(
+    acl: &[Acl],
+    ephemeral: bool,
+    sequential: bool,
+    container: bool,
+    ttl: Option<Duration>,
+) -> CreateOptions<'_> {
+    let mode = match (ephemeral, sequential, container) {
+        (true, true, _) => CreateMode::EphemeralSequential,
+        (true, false, _) => CreateMode::Ephemeral,
+        (false, true, _) => CreateMode::PersistentSequential,
+        (false, false, true) => CreateMode::Container,
+        (false, false, false) => CreateMode::Persistent,
+    };
+    let acls = if acl.is_empty() {
+        Acls::anyone_all()
+    } else {
+        Acls::new(acl)
+    };
+    let options = mode.with_acls(acls);
+    match ttl {
+        Some(ttl) => options.with_ttl(ttl),
+        None => options,
+    }
 }
 
 /// Deletes `path` and all its descendants (`zkit rm -r`); a tree that is not there is fine.

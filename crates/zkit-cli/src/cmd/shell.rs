@@ -31,13 +31,13 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt as _, StreamExt as _};
 use tokio::io::AsyncBufReadExt as _;
 use zkit_client::{
-    Acls, AddWatchMode, Client, CreateMode, Error as ZkError, EventType, OneshotWatcher,
-    PersistentWatcher, SessionState, StateWatcher, WatchedEvent,
+    AddWatchMode, Client, Error as ZkError, EventType, OneshotWatcher, PersistentWatcher,
+    SessionState, StateWatcher, WatchedEvent,
 };
 
 use super::acl::{parse_acl_list, perms_text};
 use super::conn::{close, ConnArgs};
-use super::node::{delete_tree, format_stat, list_tree};
+use super::node::{create_options, delete_tree, format_stat, list_tree};
 use super::shell_complete::{self, command_names};
 use super::shell_parse::{split_words, usage_text, Line, ShellCommand};
 
@@ -429,22 +429,7 @@ impl Shell {
                     Some(text) => parse_acl_list(&[text]).map_err(|e| format!("{e:#}"))?,
                     None => Vec::new(),
                 };
-                let mode = match (ephemeral, sequential, container) {
-                    (true, true, _) => CreateMode::EphemeralSequential,
-                    (true, false, _) => CreateMode::Ephemeral,
-                    (false, true, _) => CreateMode::PersistentSequential,
-                    (false, false, true) => CreateMode::Container,
-                    (false, false, false) => CreateMode::Persistent,
-                };
-                let acls = if acl.is_empty() {
-                    Acls::anyone_all()
-                } else {
-                    Acls::new(&acl)
-                };
-                let mut options = mode.with_acls(acls);
-                if let Some(ttl) = ttl {
-                    options = options.with_ttl(ttl);
-                }
+                let options = create_options(&acl, ephemeral, sequential, container, ttl);
                 let data = data.unwrap_or_default();
                 let (_, sequence) = client
                     .create(&path, data.as_bytes(), &options)

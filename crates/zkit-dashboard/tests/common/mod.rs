@@ -50,6 +50,15 @@ pub async fn dashboard(connect: &str) -> Running {
     dashboard_with(config).await
 }
 
+/// As [`dashboard`], scanning only `root`: a shared Apache server holds every other test's
+/// nodes, and a scan of `/` may be cut at its budget before it reaches this test's.
+pub async fn dashboard_scoped(connect: &str, root: &str) -> Running {
+    let mut config = DashboardConfig::new(connect);
+    config.interval = Duration::from_millis(250);
+    config.roots = vec![root.to_string()];
+    dashboard_with(config).await
+}
+
 /// Starts a dashboard with `config`.
 pub async fn dashboard_with(config: DashboardConfig) -> Running {
     let dashboard = Dashboard::start(config).await.expect("dashboard starts");

@@ -44,6 +44,7 @@ use zkit_client as zk;
 pub use item::{QueueKind, QUEUE_ITEM_NAME};
 pub use sharder::{QueueSharder, QueueSharderPolicies};
 
+use crate::claimed::{self, session_lost_if_gone};
 use crate::discovery::instance::now_millis;
 use crate::error::{Error, Result};
 use crate::protected::join;
@@ -532,32 +533,7 @@ impl QueueClaim {
     /// [`Error::SessionLost`] when the claiming session ended (the lock went with it; the item
     /// is delivered again unless the multi committed before); other ZooKeeper errors.
     pub async fn ack(&self) -> Result<()> {
-        loop {
-            let mut multi = self.client.new_multi_writer();
-            multi.add_delete(&self.item_path, None)?;
-            multi.add_delete(&self.lock_node, None)?;
-            let err = match multi.commit().await {
-                Ok(_) => return Ok(()),
-                Err(err) => Error::from(zk::Error::from(err)),
-            };
-            if !err.is_recoverable() {
-                return Err(lost_if_gone(err));
-            }
-            // Outcome unknown; while we hold the lock only we delete the item, so "gone" means
-            // our multi committed. Asked on the same session (the client waits to reconnect).
-            loop {
-                match self.client.check_stat(&self.item_path).await {
-                    Ok(None) => return Ok(()),
-                    Ok(Some(_)) => break,
-                    Err(err) => {
-                        let err = Error::from(err);
-                        if !err.is_recoverable() {
-                            return Err(lost_if_gone(err));
-                        }
-                    }
-                }
-            }
-        }
+        claimed::ack(&self.client, &self.item_path, &self.lock_node, |_| Ok(())).await
     }
 
     /// Gives the item back (deletes the lock node): it is delivered again.
@@ -567,7 +543,7 @@ impl QueueClaim {
     pub async fn release(self) -> Result<()> {
         match self.client.delete(&self.lock_node, None).await {
             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-            Err(err) => Err(lost_if_gone(err.into())),
+            Err(err) => Err(session_lost_if_gone(err.into())),
         }
     }
 
@@ -575,13 +551,6 @@ impl QueueClaim {
     /// ends or someone deletes it).
     pub fn into_message(self) -> Message {
         self.message
-    }
-}
-
-fn lost_if_gone(err: Error) -> Error {
-    match err {
-        Error::SessionExpired | Error::Closed => Error::SessionLost,
-        other => other,
     }
 }
 

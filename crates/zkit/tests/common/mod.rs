@@ -7,6 +7,9 @@
 
 use std::time::Duration;
 
+pub mod foreign;
+pub mod txn;
+
 use zkit::{Session, SessionOptions};
 
 #[allow(unused_imports)] // not every test file waits
@@ -43,6 +46,31 @@ pub async fn children(session: &Session, path: &str) -> Vec<String> {
     }
 }
 
+/// The last version and mzxid a config watcher reported for each path.
+#[derive(Default)]
+pub struct ConfigVersions(std::collections::HashMap<String, (i32, i64)>);
+
+impl ConfigVersions {
+    /// Checks that `change` (unless a removal) moves its path's version and mzxid strictly
+    /// forward, and remembers them.
+    pub fn check(&mut self, change: &zkit::config::ConfigChange) {
+        if change.kind == zkit::config::ChangeKind::Removed {
+            return;
+        }
+        if let Some(&(version, mzxid)) = self.0.get(&change.path) {
+            assert!(
+                change.version > version && change.mzxid > mzxid,
+                "{} went backwards: v{} z{} after v{version} z{mzxid}",
+                change.path,
+                change.version,
+                change.mzxid
+            );
+        }
+        self.0
+            .insert(change.path.clone(), (change.version, change.mzxid));
+    }
+}
+
 /// Writes `source` as `<class>.java` into `dir` and compiles it there with javac.
 pub fn javac(dir: &std::path::Path, class: &str, source: &str, classpath: &str) -> bool {
     let file = dir.join(format!("{class}.java"));
@@ -61,8 +89,17 @@ pub fn javac(dir: &std::path::Path, class: &str, source: &str, classpath: &str) 
 /// appending `enter rust` / `exit rust` to `marks` around a 1-ms critical section.
 pub async fn rust_contender(session: &Session, path: &str, marks: &std::path::Path, rounds: usize) {
     let mutex = zkit::lock::Mutex::new(session, path);
+    contend(|| mutex.lock(), marks, rounds).await;
+}
+
+/// As [`rust_contender`] with any lock: `acquire` takes it once.
+pub async fn contend<F, Fut>(acquire: F, marks: &std::path::Path, rounds: usize)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = zkit::Result<zkit::lock::LockGuard>>,
+{
     for _ in 0..rounds {
-        let guard = mutex.lock().await.expect("lock");
+        let guard = acquire().await.expect("lock");
         append_mark(marks, "enter rust\n");
         tokio::time::sleep(Duration::from_millis(1)).await;
         append_mark(marks, "exit rust\n");
