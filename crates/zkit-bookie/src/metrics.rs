@@ -18,6 +18,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::storage::StorageStats;
+
 /// Upper bounds (seconds) of the latency buckets; `+Inf` is implied.
 pub const BUCKETS: [f64; 16] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -78,6 +80,17 @@ pub struct Metrics {
     /// Connections accepted.
     pub connections: AtomicU64,
     add_latency: Mutex<Histogram>,
+    gc: GcMetrics,
+}
+
+/// What the garbage collector task did (BookKeeper's `GarbageCollectorStats`: the thread's
+/// runtime and `DELETED_LEDGER_TOTAL`; the storage's counters give the reclaimed space).
+#[derive(Debug, Default)]
+struct GcMetrics {
+    runs: AtomicU64,
+    ledgers_deleted: AtomicU64,
+    last_run_nanos: AtomicU64,
+    run_time: Mutex<Histogram>,
 }
 
 /// Gauges sampled at render time.
@@ -107,8 +120,30 @@ impl Metrics {
             .observe(d);
     }
 
-    /// Prometheus text; `fsync` is the storage's journal fsync histogram.
-    pub fn render(&self, g: &Gauges, fsync: &Histogram) -> String {
+    /// Records one finished garbage collection pass: how long it took (metadata lookups,
+    /// deletes and the entry log collection) and how many ledgers it deleted.
+    pub fn record_gc_run(&self, took: Duration, ledgers_deleted: u64) {
+        self.gc.ledgers_deleted.fetch_add(ledgers_deleted, Relaxed);
+        self.gc
+            .last_run_nanos
+            .store(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Relaxed);
+        self.gc
+            .run_time
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(took);
+        // Last, so a reader that sees the run also sees what it did.
+        self.gc.runs.fetch_add(1, Relaxed);
+    }
+
+    /// Garbage collection passes finished.
+    pub fn gc_runs(&self) -> u64 {
+        self.gc.runs.load(Relaxed)
+    }
+
+    /// Prometheus text; `storage` gives the journal fsync histogram and the garbage
+    /// collector's entry log counters.
+    pub fn render(&self, g: &Gauges, storage: &StorageStats) -> String {
         let mut out = String::new();
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(
@@ -163,11 +198,57 @@ impl Metrics {
                 "bookie_add_latency_seconds",
                 "Add latency, request read to response queued.",
             );
-        fsync.render(
+        storage.fsync.render(
             &mut out,
             "bookie_journal_fsync_seconds",
             "Journal fdatasync latency.",
         );
+        counter(
+            &mut out,
+            "bookie_gc_runs_total",
+            "Garbage collection passes finished.",
+            self.gc.runs.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "bookie_gc_deleted_ledgers_total",
+            "Ledgers deleted by garbage collection (their metadata was gone).",
+            self.gc.ledgers_deleted.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "bookie_gc_reclaimed_bytes_total",
+            "Bytes of entry logs removed by garbage collection.",
+            storage.gc_bytes_reclaimed,
+        );
+        counter(
+            &mut out,
+            "bookie_gc_entry_logs_removed_total",
+            "Entry logs removed by garbage collection (dead or compacted).",
+            storage.gc_logs_removed,
+        );
+        counter(
+            &mut out,
+            "bookie_gc_compacted_entries_total",
+            "Live entries copied out of compacted entry logs.",
+            storage.gc_entries_copied,
+        );
+        let last = Duration::from_nanos(self.gc.last_run_nanos.load(Relaxed));
+        let _ = writeln!(
+            out,
+            "# HELP bookie_gc_last_run_seconds Duration of the last garbage collection pass.\n\
+             # TYPE bookie_gc_last_run_seconds gauge\nbookie_gc_last_run_seconds {}",
+            last.as_secs_f64()
+        );
+        self.gc
+            .run_time
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .render(
+                &mut out,
+                "bookie_gc_run_seconds",
+                "Garbage collection pass duration.",
+            );
         gauge(&mut out, "bookie_ledgers", "Ledgers held.", g.ledgers);
         gauge(&mut out, "bookie_entries", "Entries held.", g.entries);
         gauge(

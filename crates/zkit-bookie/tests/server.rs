@@ -480,3 +480,97 @@ async fn the_garbage_collector_deletes_ledgers_whose_metadata_is_gone() {
     }
     bookie.stop().await;
 }
+
+/// `GET /metrics` over HTTP, parsed into `name value` pairs (comments and buckets skipped).
+async fn scrape(addr: std::net::SocketAddr) -> std::collections::HashMap<String, f64> {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    tokio::time::timeout(WAIT, s.read_to_string(&mut body))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.contains('{'))
+        .filter_map(|l| {
+            let (name, value) = l.split_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn garbage_collection_counters_are_served_on_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = file_config(&tmp.path().join("data"), 0);
+    config.storage.entry_log_size = 4096;
+    config.gc_interval = Some(Duration::from_millis(50));
+    config.metrics = Some(any_port());
+    let reg = Arc::new(MemoryRegistration::new());
+    let bookie = Bookie::start(config, reg.clone()).await.unwrap();
+    let at = bookie.metrics_addr().unwrap();
+    let c = client(bookie.addr()).await;
+    let mut doomed_bytes = 0;
+    for e in 0..40 {
+        c.add(1, e, key(), false, entry(1, e)).await.unwrap();
+        c.add(2, e, key(), false, entry(2, e)).await.unwrap();
+        doomed_bytes += entry(2, e).len() as u64;
+    }
+    // Passes that find every ledger's metadata in place: counted, nothing deleted.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let quiet = loop {
+        let m = scrape(at).await;
+        if m["bookie_gc_runs_total"] >= 2.0 {
+            break m;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no GC run: {m:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(quiet["bookie_gc_deleted_ledgers_total"], 0.0, "{quiet:?}");
+    assert_eq!(quiet["bookie_gc_reclaimed_bytes_total"], 0.0, "{quiet:?}");
+    assert_eq!(
+        quiet["bookie_gc_entry_logs_removed_total"], 0.0,
+        "{quiet:?}"
+    );
+    assert!(quiet["bookie_gc_run_seconds_count"] >= 2.0, "{quiet:?}");
+
+    reg.delete_ledger(2);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let after = loop {
+        let m = scrape(at).await;
+        if m["bookie_gc_deleted_ledgers_total"] >= 1.0 && m["bookie_gc_reclaimed_bytes_total"] > 0.0
+        {
+            break m;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "ledger 2 not collected: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(after["bookie_gc_deleted_ledgers_total"], 1.0, "{after:?}");
+    // The removed logs held all of ledger 2 (with its 20-byte record overheads).
+    assert!(
+        after["bookie_gc_reclaimed_bytes_total"] >= doomed_bytes as f64,
+        "{after:?}, ledger 2 took {doomed_bytes} bytes"
+    );
+    assert!(
+        after["bookie_gc_entry_logs_removed_total"] >= 1.0,
+        "{after:?}"
+    );
+    // Every log held ledger 1's entries too: compaction copied them out.
+    assert!(
+        after["bookie_gc_compacted_entries_total"] >= 1.0,
+        "{after:?}"
+    );
+    assert!(after["bookie_gc_runs_total"] > quiet["bookie_gc_runs_total"]);
+    assert!(after["bookie_gc_last_run_seconds"] > 0.0, "{after:?}");
+    assert_eq!(after["bookie_ledgers"], 1.0, "{after:?}");
+    for e in 0..40 {
+        assert_eq!(c.read(1, e, None).await.unwrap(), entry(1, e));
+    }
+    bookie.stop().await;
+}

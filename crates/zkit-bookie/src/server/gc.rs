@@ -23,6 +23,7 @@ pub(super) async fn garbage_collector(
             () = shared.stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
+        let started = std::time::Instant::now();
         let ids = shared.lock().core.ledger_ids();
         let mut deleted = 0u64;
         for id in ids {
@@ -62,6 +63,7 @@ pub(super) async fn garbage_collector(
         if let Err(e) = shared.storage.collect_garbage().await {
             warn!(error = %e, deleted, "entry log garbage collection failed");
         }
+        shared.metrics.record_gc_run(started.elapsed(), deleted);
     }
 }
 

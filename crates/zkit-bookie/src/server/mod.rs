@@ -296,7 +296,7 @@ impl Bookie {
                 let s = Arc::clone(&shared);
                 let render = Arc::new(move || {
                     let g = s.gauges();
-                    s.metrics.render(&g, &s.storage.stats().fsync)
+                    s.metrics.render(&g, &s.storage.stats())
                 });
                 tasks.spawn(metrics::serve(l, render, shared.stop.clone()));
                 Some(bound)
@@ -353,9 +353,7 @@ impl Bookie {
     /// Prometheus text, as `/metrics` serves it.
     pub fn metrics_text(&self) -> String {
         let g = self.shared.gauges();
-        self.shared
-            .metrics
-            .render(&g, &self.shared.storage.stats().fsync)
+        self.shared.metrics.render(&g, &self.shared.storage.stats())
     }
 
     async fn stop_serving(&self) {

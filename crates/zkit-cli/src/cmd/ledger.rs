@@ -5,6 +5,7 @@
 //! and a replication worker. Output is for scripts: one item per line on stdout, flushed line
 //! by line; diagnostics on stderr; non-zero exit on any error.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use clap::{Args, Subcommand, ValueEnum};
 use futures::StreamExt;
-use zkit::ledger::auditor::{AutoRecovery, AutoRecoveryOptions};
+use zkit::ledger::auditor::{short_bookies, AutoRecovery, AutoRecoveryOptions, ReplicasCheck};
 use zkit::ledger::layout::{self, LedgerMetadata};
 use zkit::ledger::{CreateOptions, Digest, LedgerClient, LedgerError, LedgerOptions};
 use zkit::Session;
@@ -143,13 +144,19 @@ pub enum LedgerCommand {
         password: String,
     },
     /// List under-replicated ledgers (marked by the auditor); with `--check`, also every
-    /// ledger with a fragment on a bookie that is not registered now.
+    /// ledger with a fragment on a bookie that is not registered now, and every closed
+    /// ledger with a bookie that is up but lacks the first or last entry of its share of a
+    /// fragment; with `--full`, lacks any entry of it (every entry is read). Marks nothing.
     Audit {
         #[command(flatten)]
         common: LedgerCommon,
-        /// Look at every ledger's metadata now.
+        /// Look at every ledger's metadata and replicas now.
         #[arg(long)]
         check: bool,
+        /// Like `--check`, reading every entry of each bookie's share (slower: one read
+        /// per entry and replica).
+        #[arg(long)]
+        full: bool,
     },
     /// Run auto-recovery (an auditor candidate and a replication worker) until SIGINT/SIGTERM.
     Autorecovery {
@@ -167,6 +174,11 @@ pub enum LedgerCommand {
         /// Do not run a replication worker.
         #[arg(long)]
         no_worker: bool,
+        /// The auditor's replicas check reads every entry of each bookie's share of each
+        /// fragment, not only the first and last (finds a bookie missing entries in the
+        /// middle; one read per entry and replica on every audit).
+        #[arg(long)]
+        full_check: bool,
         /// The log filter [default: RUST_LOG, else info].
         #[arg(long)]
         log_level: Option<String>,
@@ -281,13 +293,25 @@ async fn run_exit_code(command: LedgerCommand) -> anyhow::Result<u8> {
             session.close();
             Ok(0)
         }
-        LedgerCommand::Audit { common, check } => audit(&common, check).await,
+        LedgerCommand::Audit {
+            common,
+            check,
+            full,
+        } => {
+            let check = match (check, full) {
+                (_, true) => Some(ReplicasCheck::All),
+                (true, false) => Some(ReplicasCheck::Ends),
+                (false, false) => None,
+            };
+            audit(&common, check).await
+        }
         LedgerCommand::Autorecovery {
             common,
             lost_bookie_delay,
             open_ledger_grace,
             no_auditor,
             no_worker,
+            full_check,
             log_level: _,
         } => {
             let shutdown = super::signal::shutdown_signal()?;
@@ -300,6 +324,11 @@ async fn run_exit_code(command: LedgerCommand) -> anyhow::Result<u8> {
                     worker: !no_worker,
                     lost_bookie_delay,
                     open_ledger_grace,
+                    replicas_check: if full_check {
+                        ReplicasCheck::All
+                    } else {
+                        ReplicasCheck::Ends
+                    },
                     ..AutoRecoveryOptions::default()
                 },
             )
@@ -473,7 +502,7 @@ async fn read(
     Ok(0)
 }
 
-async fn audit(common: &LedgerCommon, check: bool) -> Result<u8> {
+async fn audit(common: &LedgerCommon, check: Option<ReplicasCheck>) -> Result<u8> {
     let (session, client) = common.connect().await?;
     let store = client.store();
     for id in store.list_underreplicated().await? {
@@ -485,8 +514,9 @@ async fn audit(common: &LedgerCommon, check: bool) -> Result<u8> {
             ))?;
         }
     }
-    if check {
+    if let Some(check) = check {
         let (writable, readonly) = store.bookies().await?;
+        let present: BTreeSet<String> = writable.into_iter().chain(readonly).collect();
         for id in client.list().await? {
             let Ok(info) = client.info(id).await else {
                 continue;
@@ -495,10 +525,15 @@ async fn audit(common: &LedgerCommon, check: bool) -> Result<u8> {
                 .metadata
                 .bookies()
                 .into_iter()
-                .filter(|b| !writable.iter().any(|w| w == b) && !readonly.iter().any(|r| r == b))
+                .filter(|b| !present.contains(*b))
                 .collect();
             if !missing.is_empty() {
                 out(&format!("unavailable {id} on {}", missing.join(",")))?;
+            }
+            let short = short_bookies(&client, id, &info.metadata, &present, check, 256).await;
+            if !short.is_empty() {
+                let short: Vec<String> = short.into_iter().collect();
+                out(&format!("short {id} on {}", short.join(",")))?;
             }
         }
     }

@@ -10,14 +10,18 @@
 //! - Every audit also runs a **replicas check** (BookKeeper's `Auditor.checkAllLedgers` with
 //!   its `LedgerChecker`): for each fragment of each closed ledger, every bookie of the
 //!   fragment that is up is asked for the first and the last entry of its share of the
-//!   fragment; a bookie that answers "no such entry" or "no such ledger" (it came back with
-//!   data missing: a replaced disk, a restored cookie) is marked missing for that ledger. An
-//!   unanswered read is no evidence and marks nothing.
+//!   fragment ([`ReplicasCheck::Ends`], the default), or for every entry of its share
+//!   ([`ReplicasCheck::All`], as `auditorLedgerVerificationPercentage = 100` does); a bookie
+//!   that answers "no such entry" or "no such ledger" (it came back with data missing: a
+//!   replaced disk, a restored cookie, a partial copy) is marked missing for that ledger. An
+//!   unanswered read is no evidence and marks nothing. The ends check cannot see a bookie
+//!   missing only entries in the middle of its share; the full check reads every entry.
 //! - A **replication worker** takes the lock of a marked ledger (an ephemeral node), and for
 //!   every fragment on a missing bookie copies the entries that bookie held from a surviving
 //!   replica to a new bookie (recovery adds, as `LedgerFragmentReplicator` does), then records
 //!   the new bookie in that fragment by CAS. A bookie the mark names that is up is checked
-//!   fragment by fragment the same way, and replaced only in the fragments it is short of. When no fragment names a missing bookie any more
+//!   fragment by fragment, every entry of its share (whatever check marked it), and replaced
+//!   only in the fragments it is short of. When no fragment names a missing bookie any more
 //!   it clears the mark (only if it is the version it locked: a mark renewed meanwhile stays).
 //!   The open last fragment of a ledger still being written is left to its writer for a grace
 //!   period (its own ensemble change replaces the bookie); after that the ledger is recovered,
@@ -59,8 +63,25 @@ pub struct AutoRecoveryOptions {
     pub open_ledger_grace: Duration,
     /// The worker looks for marks at least this often (it also watches for them).
     pub worker_poll: Duration,
-    /// Entries a fragment copy keeps in flight.
+    /// Entries a fragment copy keeps in flight (also the reads a full replicas check keeps
+    /// in flight per bookie).
     pub copy_window: usize,
+    /// How much of each bookie's share of each fragment the auditor's replicas check reads.
+    pub replicas_check: ReplicasCheck,
+}
+
+/// How much of a bookie's share of a fragment a replicas check reads (BookKeeper's
+/// `LedgerChecker`, by default the first and last entry of each fragment's share; with
+/// `auditorLedgerVerificationPercentage` at 100 every entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplicasCheck {
+    /// The first and the last entry of the share: two reads per bookie and fragment. A
+    /// bookie missing only entries in the middle of its share is not found.
+    #[default]
+    Ends,
+    /// Every entry of the share: one read per entry and bookie (the entry is transferred),
+    /// so a bookie missing any entry is found.
+    All,
 }
 
 impl Default for AutoRecoveryOptions {
@@ -74,6 +95,7 @@ impl Default for AutoRecoveryOptions {
             open_ledger_grace: Duration::from_secs(30),
             worker_poll: Duration::from_secs(30),
             copy_window: 256,
+            replicas_check: ReplicasCheck::Ends,
         }
     }
 }
@@ -333,7 +355,15 @@ async fn audit_once(
     let (lost, next) = core.observe(Instant::now(), &present, &named, options.lost_bookie_delay);
     let mut marks = AuditorCore::to_mark(ledgers.iter().map(|(id, m)| (*id, m)), &lost);
     for (id, m) in &ledgers {
-        let short = short_bookies(client, *id, m, &present).await;
+        let short = short_bookies(
+            client,
+            *id,
+            m,
+            &present,
+            options.replicas_check,
+            options.copy_window,
+        )
+        .await;
         if short.is_empty() {
             continue;
         }
@@ -362,13 +392,17 @@ async fn audit_once(
     Ok((next, Some(watcher)))
 }
 
-/// The bookies of closed ledger `m` that are up but miss entries of a fragment they hold
-/// (empty for an open ledger: its end belongs to the writer).
-async fn short_bookies(
+/// The bookies of closed ledger `m` among `present` that miss entries of a fragment they
+/// hold, as far as `check` reads (empty for an open ledger: its end belongs to the writer).
+/// `window` reads are kept in flight per bookie by [`ReplicasCheck::All`]. A bookie that
+/// does not answer is not counted: only a definite "no such entry/ledger" is.
+pub async fn short_bookies(
     client: &LedgerClient,
     ledger_id: i64,
     m: &LedgerMetadata,
     present: &BTreeSet<String>,
+    check: ReplicasCheck,
+    window: usize,
 ) -> BTreeSet<String> {
     let mut short = BTreeSet::new();
     if !m.is_closed() {
@@ -380,7 +414,8 @@ async fn short_bookies(
             if short.contains(bookie) || !present.contains(bookie) {
                 continue;
             }
-            if fragment_short(client, ledger_id, m, first, last, index, bookie).await {
+            let frag = Share { first, last, index };
+            if fragment_short(client, ledger_id, m, frag, bookie, check, window).await {
                 short.insert(bookie.clone());
             }
         }
@@ -388,32 +423,54 @@ async fn short_bookies(
     short
 }
 
-/// Whether `bookie`, at slot `index` of fragment `first..=last`, says it lacks the first or
-/// the last entry of its share (as `LedgerChecker.verifyLedgerFragment` checks). Only a
-/// definite answer counts: a bookie that cannot be reached is the lost-bookie path's.
+/// Slot `index` of the fragment `first..=last`.
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    first: i64,
+    last: i64,
+    index: usize,
+}
+
+/// Whether `bookie`, at a slot of a fragment, says it lacks an entry of its share: the first
+/// or the last with [`ReplicasCheck::Ends`] (as `LedgerChecker.verifyLedgerFragment` checks by
+/// default), any with [`ReplicasCheck::All`] (`window` reads in flight; the first definite
+/// miss ends it). Only a definite answer counts: a bookie that cannot be reached is the
+/// lost-bookie path's.
 async fn fragment_short(
     client: &LedgerClient,
     ledger_id: i64,
     m: &LedgerMetadata,
-    first: i64,
-    last: i64,
-    index: usize,
+    frag: Share,
     bookie: &str,
+    check: ReplicasCheck,
+    window: usize,
 ) -> bool {
     use zkit_bookie::protocol::Status;
     use zkit_bookie::ClientError;
+    let Share { first, last, index } = frag;
     let e = m.ensembles.get(&first).map_or(0, Vec::len);
-    let share = || (first..=last).filter(|id| in_write_set(*id, index, e, m.write_quorum));
+    let share =
+        move || (first..=last).filter(move |id| in_write_set(*id, index, e, m.write_quorum));
     let (Some(lo), Some(hi)) = (share().next(), share().next_back()) else {
         return false;
     };
     let Ok(bc) = client.inner().pool.get(bookie).await else {
         return false;
     };
-    for id in if lo == hi { vec![lo] } else { vec![lo, hi] } {
-        if let Err(ClientError::Status(Status::NoEntry | Status::NoLedger)) =
-            bc.read(ledger_id, id, None).await
-        {
+    let ids: Vec<i64> = match check {
+        ReplicasCheck::Ends if lo == hi => vec![lo],
+        ReplicasCheck::Ends => vec![lo, hi],
+        ReplicasCheck::All => share().collect(),
+    };
+    let reads = stream::iter(ids)
+        .map(|id| {
+            let bc = bc.clone();
+            async move { bc.read(ledger_id, id, None).await }
+        })
+        .buffer_unordered(window.max(1));
+    let mut reads = std::pin::pin!(reads);
+    while let Some(r) = reads.next().await {
+        if let Err(ClientError::Status(Status::NoEntry | Status::NoLedger)) = r {
             return true;
         }
     }
@@ -576,9 +633,24 @@ pub async fn replicate_ledger_marked(
         };
         let ensemble = m.ensembles[first].clone();
         for (index, bookie) in ensemble.iter().enumerate() {
+            let frag = Share {
+                first: *first,
+                last,
+                index,
+            };
+            // A marked bookie that is up gets the full check, whichever check marked it.
             let short = lost.contains(bookie)
                 || (checked.contains(bookie)
-                    && fragment_short(client, ledger_id, &m, *first, last, index, bookie).await);
+                    && fragment_short(
+                        client,
+                        ledger_id,
+                        &m,
+                        frag,
+                        bookie,
+                        ReplicasCheck::All,
+                        options.copy_window,
+                    )
+                    .await);
             if !short {
                 continue;
             }
