@@ -339,7 +339,11 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
             fsync: FsyncMode::Never,
             ..WalOptions::default()
         },
-        snap_count: u64::MAX,
+        snapshots: zkit_server::storage::snapshotter::SnapshotPolicy {
+            snap_count: u64::MAX,
+            log_percent: 0,
+            size_limit: 0,
+        },
         ..DurableOptions::default()
     };
     let now = 1_700_000_000_000;

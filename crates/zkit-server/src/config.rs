@@ -63,8 +63,15 @@ pub struct ServerConfig {
     /// `forceSync`: fdatasync the WAL before acknowledging writes (default
     /// [`FsyncMode::Always`]); [`FsyncMode::Never`] survives a process crash but not power loss.
     pub fsync: FsyncMode,
-    /// `snapCount`: txns between background snapshots (default 100,000).
+    /// `snapCount`: txns since the last snapshot before the next one (default 100,000).
     pub snap_count: u64,
+    /// `snapLogPercent` (zkit's own): the WAL since the last snapshot must also reach this
+    /// share of that snapshot's size, in percent, before the next one (default 50; 0: every
+    /// `snap_count` txns whatever the tree's size). See [`crate::storage::snapshotter`].
+    pub snap_log_percent: u32,
+    /// `snapSizeLimitInKb` (`zookeeper.snapSizeLimitInKb`), in bytes: this much WAL since the
+    /// last snapshot makes one due whatever the txn count (default 4 GiB; 0: off).
+    pub snap_size_limit: u64,
     /// Start even if the WAL is corrupt before its tail, cutting it there (`--truncate-corrupt`);
     /// by default the server refuses to start and names the file and offset.
     pub truncate_corrupt: bool,
@@ -94,6 +101,8 @@ impl Default for ServerConfig {
             data_dir: None,
             fsync: FsyncMode::Always,
             snap_count: crate::storage::snapshotter::DEFAULT_SNAP_COUNT,
+            snap_log_percent: crate::storage::snapshotter::DEFAULT_SNAP_LOG_PERCENT,
+            snap_size_limit: crate::storage::snapshotter::DEFAULT_SNAP_SIZE_LIMIT,
             truncate_corrupt: false,
             x509_super_user: None,
         }
@@ -155,7 +164,11 @@ impl ServerConfig {
                 truncate_corrupt: self.truncate_corrupt,
                 ..WalOptions::default()
             },
-            snap_count: self.snap_count,
+            snapshots: crate::storage::snapshotter::SnapshotPolicy {
+                snap_count: self.snap_count,
+                log_percent: self.snap_log_percent,
+                size_limit: self.snap_size_limit,
+            },
             ..DurableOptions::default()
         }
     }

@@ -4,9 +4,10 @@
 //! The keys that apply to a standalone server are read (`tickTime`, `dataDir`, `dataLogDir`,
 //! `clientPort`, `clientPortAddress`, `maxClientCnxns`, `minSessionTimeout`,
 //! `maxSessionTimeout`, `extendedTypesEnabled`, `4lw.commands.whitelist`,
-//! `znode.container.checkIntervalMs`, `jute.maxbuffer`, `superDigest`, `snapCount`,
+//! `znode.container.checkIntervalMs`, `jute.maxbuffer`, `superDigest`, `snapCount`, `snapSizeLimitInKb`,
 //! `autopurge.snapRetainCount`, `autopurge.purgeInterval`, `forceSync`, `admin.enableServer`,
-//! `admin.serverAddress`, `admin.serverPort`, and zkit's own `logLevel`, a `tracing` filter
+//! `admin.serverAddress`, `admin.serverPort`, and zkit's own `snapLogPercent` (see
+//! [`ServerConfig::snap_log_percent`]) and `logLevel`, a `tracing` filter
 //! re-read on SIGHUP by `zkit serve`). Any other key is kept as a warning, not an error,
 //! so an existing ensemble's file loads; a value that does not parse is an error naming the line.
 //!
@@ -319,6 +320,13 @@ impl ZooCfg {
                     }
                     cfg.server.snap_count = n;
                 }
+                "snapSizeLimitInKb" => {
+                    // As ZooKeeperServer.getSnapSizeInBytes: a non-positive value turns it off.
+                    let kb = num::<i64>(line, &key, v)?;
+                    cfg.server.snap_size_limit =
+                        u64::try_from(kb).unwrap_or(0).saturating_mul(1024);
+                }
+                "snapLogPercent" => cfg.server.snap_log_percent = num(line, &key, v)?,
                 "autopurge.snapRetainCount" => {
                     cfg.autopurge_snap_retain_count = Some(num(line, &key, v)?);
                 }
@@ -613,6 +621,8 @@ autopurge.purgeInterval=1
 initLimit=5
 server.1=zk1:2888:3888
 admin.serverPort=8081
+snapSizeLimitInKb=2048
+snapLogPercent=25
 ";
 
     #[test]
@@ -634,6 +644,9 @@ admin.serverPort=8081
         assert_eq!(s.admin_listen, Some("127.0.0.2:8081".parse().unwrap()));
         assert_eq!(s.data_dir, Some(PathBuf::from("/var/lib/zk")));
         assert_eq!(s.snap_count, 1000);
+        assert_eq!((s.snap_size_limit, s.snap_log_percent), (2 << 20, 25));
+        let off = ZooCfg::parse_properties("snapSizeLimitInKb=-1\n").unwrap();
+        assert_eq!(off.server.snap_size_limit, 0);
         assert_eq!(cfg.autopurge_snap_retain_count, Some(3));
         assert_eq!(cfg.autopurge_purge_interval_hours, Some(1));
         assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);

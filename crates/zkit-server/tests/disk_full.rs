@@ -32,7 +32,10 @@ async fn start(data: &Path) -> Server {
             segment_size: 256 * 1024,
             ..WalOptions::default()
         },
-        snap_count: 1_000_000,
+        snapshots: zkit_server::storage::snapshotter::SnapshotPolicy {
+            snap_count: 1_000_000,
+            ..Default::default()
+        },
         ..DurableOptions::default()
     };
     let dir = data.to_path_buf();

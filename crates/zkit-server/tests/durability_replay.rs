@@ -12,6 +12,7 @@ use zkit_core::tree::open_acl;
 use zkit_core::{Config, Core};
 use zkit_proto::{ConnectRequest, CreateRequest, DeleteRequest, MultiOp, Request, SetDataRequest};
 use zkit_server::storage::durable::{DurableOptions, WalStorage};
+use zkit_server::storage::snapshotter::SnapshotPolicy;
 use zkit_server::storage::wal::{FsyncMode, WalOptions};
 use zkit_server::storage::Storage;
 
@@ -44,7 +45,12 @@ fn options(seed: u64) -> DurableOptions {
             fsync: FsyncMode::Never,
             truncate_corrupt: false,
         },
-        snap_count: SNAP_COUNTS[(seed % 4) as usize],
+        // The size condition off: these tiny trees snapshot every few txns, as the seed says.
+        snapshots: SnapshotPolicy {
+            snap_count: SNAP_COUNTS[(seed % 4) as usize],
+            log_percent: 0,
+            size_limit: 0,
+        },
         keep_snapshots: 3,
     }
 }
@@ -197,4 +203,106 @@ async fn snapshot_plus_wal_replay_equals_live_state() {
     for seed in seeds {
         run_seed(seed).await;
     }
+}
+
+/// Submits what the core has ready and waits for any snapshot that started, so the snapshot
+/// count is the policy's and not the disk's speed.
+async fn persist(storage: &mut WalStorage, core: &mut Core) {
+    let ready = core.ready();
+    storage.submit(&ready.txns).await.unwrap();
+    storage.committed(core);
+    storage.wait_for_snapshot().await.unwrap();
+}
+
+fn snapshot_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir.join("snap")).unwrap().count()
+}
+
+/// Builds a tree of `nodes` nodes of `value` bytes, then sets one node 1,000 times (small
+/// txns), with snapshots due every 50 txns as far as the count goes. Returns the snapshots
+/// taken while building and while setting; then "crashes" and checks the recovery.
+async fn snapshots_for(nodes: usize, value: usize, log_percent: u32) -> (usize, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = DurableOptions {
+        wal: WalOptions {
+            segment_size: 256 * 1024,
+            fsync: FsyncMode::Never,
+            truncate_corrupt: false,
+        },
+        snapshots: SnapshotPolicy {
+            snap_count: 50,
+            log_percent,
+            size_limit: 0,
+        },
+        // Nothing pruned: the files count the snapshots taken.
+        keep_snapshots: 10_000,
+    };
+    let now = 1_700_000_000_000_i64;
+    let mut storage = WalStorage::open_with(dir.path(), opts.clone()).unwrap();
+    let mut core = storage.recover_core(config(), now).await.unwrap();
+    connect(&mut core, now, 1);
+    for i in 0..nodes {
+        let data = vec![(i % 251) as u8; value];
+        core.handle(
+            now,
+            1,
+            2,
+            Request::Create(create(format!("/n{i}"), data, 0)),
+        );
+        if i % 50 == 49 {
+            persist(&mut storage, &mut core).await;
+        }
+    }
+    persist(&mut storage, &mut core).await;
+    let built = snapshot_files(dir.path());
+    for i in 0..1000u32 {
+        core.handle(
+            now,
+            1,
+            2,
+            Request::SetData(SetDataRequest {
+                path: "/n0".into(),
+                data: Some(i.to_le_bytes().to_vec()),
+                version: -1,
+            }),
+        );
+        if i % 10 == 9 {
+            persist(&mut storage, &mut core).await;
+        }
+    }
+    let set = snapshot_files(dir.path()) - built;
+    // A crash after the sets: the state comes back from the last snapshot plus the log.
+    let live = core.dump();
+    drop(storage);
+    let mut storage = WalStorage::open_with(dir.path(), opts).unwrap();
+    let recovered = storage.recover_core(config(), now).await.unwrap();
+    assert_eq!(recovered.dump(), live, "{nodes} nodes, {log_percent} %");
+    let stats = storage.recovery_stats();
+    let replayed_from = stats.snapshot_zxid.unwrap_or(0);
+    assert_eq!(stats.replayed, (core.last_zxid() - replayed_from) as u64);
+    assert!(stats.replayed == 0 || stats.replayed_bytes > stats.replayed * 8);
+    (built, set)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_scale_with_the_tree() {
+    // A small tree: its log soon outweighs it, so snap_count decides (1,000 txns / 50).
+    let (_, small) = snapshots_for(5, 100, 50).await;
+    assert!(small >= 19, "small tree: {small} snapshots in 1,000 txns");
+    // A large tree (about 1 MB): 1,000 small txns (~100 KB of log) do not pay for rewriting
+    // it, though 20 times snap_count went by (one snapshot may come from the log of the
+    // creates after the last one, which the sets top up); while it was being built, the log
+    // of the creates did.
+    let (built, large) = snapshots_for(1000, 1024, 50).await;
+    assert!(
+        large <= 1,
+        "large tree: {large} snapshots during the small txns"
+    );
+    assert!(
+        built >= 3,
+        "large tree: {built} snapshots while building it"
+    );
+    // The size condition off: every snap_count txns, whatever the size.
+    let (_, every) = snapshots_for(1000, 1024, 0).await;
+    assert!(every >= 19, "percent 0: {every} snapshots in 1,000 txns");
 }

@@ -270,7 +270,10 @@ async fn a_snapshot_ahead_of_the_log_recovers_and_the_log_continues_after_it() {
     use zkit_server::storage::durable::{DurableOptions, WalStorage};
     let dir = tempfile::tempdir().unwrap();
     let opts = DurableOptions {
-        snap_count: 1_000_000,
+        snapshots: zkit_server::storage::snapshotter::SnapshotPolicy {
+            snap_count: 1_000_000,
+            ..Default::default()
+        },
         ..DurableOptions::default()
     };
     let config = Config {

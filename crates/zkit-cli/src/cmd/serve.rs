@@ -82,9 +82,19 @@ pub struct ServeArgs {
     /// keeps busy]. The environment variable TOKIO_WORKER_THREADS overrides the default too.
     #[arg(long)]
     pub worker_threads: Option<usize>,
-    /// snapCount: txns between background snapshots [default: 100000].
+    /// snapCount: txns since the last background snapshot before the next one may be taken
+    /// [default: 100000].
     #[arg(long)]
     pub snap_count: Option<u64>,
+    /// The next snapshot also waits until the WAL written since the last one reaches this
+    /// share of that snapshot's size, in percent, so a large tree is not rewritten every
+    /// --snap-count txns; 0: every --snap-count txns whatever the size [default: 50].
+    #[arg(long, value_name = "PERCENT")]
+    pub snap_log_percent: Option<u32>,
+    /// snapSizeLimitInKb: this much WAL since the last snapshot makes one due whatever the
+    /// txn count; 0 or less: off [default: 4194304, i.e. 4 GiB].
+    #[arg(long, value_name = "KIB", allow_negative_numbers = true)]
+    pub snap_size_limit_kb: Option<i64>,
     /// Start even when the WAL is corrupt before its tail, discarding everything from the
     /// first bad record on (by default the server refuses and names file and offset).
     #[arg(long)]
@@ -226,6 +236,12 @@ fn server_config(args: &ServeArgs, file: Option<ZooCfg>) -> Result<ServerConfig>
     }
     if let Some(n) = args.snap_count {
         c.snap_count = n;
+    }
+    if let Some(p) = args.snap_log_percent {
+        c.snap_log_percent = p;
+    }
+    if let Some(kb) = args.snap_size_limit_kb {
+        c.snap_size_limit = u64::try_from(kb).unwrap_or(0).saturating_mul(1024);
     }
     c.truncate_corrupt |= args.truncate_corrupt;
     apply_tls_flags(args, &mut c)?;

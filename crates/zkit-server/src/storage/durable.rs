@@ -5,8 +5,8 @@
 //! one group-commit submission, and its [`Durable`] resolves only after the fdatasync that
 //! covers it.
 //! [`Storage::recover_core`] starts from the newest valid snapshot and replays the records
-//! after it (see `recovery`); [`Storage::committed`] drives background snapshots every
-//! `snap_count` txns and the pruning that follows them (see `snapshotter`); [`Storage::rebuild`]
+//! after it (see `recovery`); [`Storage::committed`] drives background snapshots as their
+//! [`SnapshotPolicy`] says and the pruning that follows them (see `snapshotter`); [`Storage::rebuild`]
 //! stops the poisoned commit thread, reopens the log (re-reading what is really on disk) and
 //! recovers again; [`Storage::close`] writes a final snapshot on a graceful stop.
 //! [`WalStorage::recover`] (the whole log as txns) remains for callers without snapshots.
@@ -24,16 +24,17 @@ use super::datadir::DataDir;
 use super::error::{Result, StorageError};
 use super::recovery::{self, RecoveryStats};
 use super::snapshot::{SnapshotStore, DEFAULT_KEEP_SNAPSHOTS};
-use super::snapshotter::{Snapshotter, DEFAULT_SNAP_COUNT};
-use super::wal::{RecoveryReport, Wal, WalOptions};
+use super::snapshotter::{SnapshotPolicy, Snapshotter};
+use super::wal::{RecoveryReport, Wal, WalOptions, RECORD_HEADER_LEN};
 
 /// How a [`WalStorage`] is set up.
 #[derive(Debug, Clone)]
 pub struct DurableOptions {
     /// The log's options (segment size, fsync, `--truncate-corrupt`).
     pub wal: WalOptions,
-    /// Txns between background snapshots (`snapCount`, default 100,000).
-    pub snap_count: u64,
+    /// When background snapshots are taken (`snapCount`, the log's share of the snapshot,
+    /// `snapSizeLimitInKb`).
+    pub snapshots: SnapshotPolicy,
     /// Snapshots kept (and the WAL segments the oldest of them needs), default 3.
     pub keep_snapshots: usize,
 }
@@ -42,7 +43,7 @@ impl Default for DurableOptions {
     fn default() -> Self {
         DurableOptions {
             wal: WalOptions::default(),
-            snap_count: DEFAULT_SNAP_COUNT,
+            snapshots: SnapshotPolicy::default(),
             keep_snapshots: DEFAULT_KEEP_SNAPSHOTS,
         }
     }
@@ -61,6 +62,9 @@ pub struct WalStorage {
     snapshots: SnapshotStore,
     /// Set by `recover_core` (which knows the newest snapshot).
     snapshotter: Option<Snapshotter>,
+    /// WAL bytes (records with their headers) since the newest snapshot found at recovery:
+    /// the replayed records plus every one submitted since.
+    log_bytes: u64,
     stats: RecoveryStats,
 }
 
@@ -96,6 +100,7 @@ impl WalStorage {
             report,
             snapshots,
             snapshotter: None,
+            log_bytes: 0,
             stats: RecoveryStats::default(),
         })
     }
@@ -127,13 +132,27 @@ impl WalStorage {
         let (core, stats) = loaded?;
         self.snapshotter = Some(Snapshotter::new(
             self.snapshots.clone(),
-            self.opts.snap_count,
+            self.opts.snapshots,
             self.opts.keep_snapshots,
             stats.snapshot_zxid.unwrap_or(0),
+            stats.snapshot_bytes,
         ));
+        self.log_bytes = stats.replayed_bytes;
         self.stats = stats;
         self.commit_thread()?;
         Ok(core)
+    }
+
+    /// Waits for the background snapshot being written, if any (and queues the WAL prune it
+    /// allows): e.g. for a test or tool that inspects the snapshot directory.
+    ///
+    /// # Errors
+    /// That snapshot's write failing.
+    pub async fn wait_for_snapshot(&mut self) -> Result<()> {
+        match &mut self.snapshotter {
+            Some(snapshotter) => snapshotter.wait(self.commit.as_ref()).await,
+            None => Ok(()),
+        }
     }
 
     /// The locked data dir.
@@ -199,7 +218,7 @@ impl Storage for WalStorage {
 
     fn committed(&mut self, core: &Core) {
         if let Some(snapshotter) = &mut self.snapshotter {
-            snapshotter.after_batch(core, self.commit.as_ref());
+            snapshotter.after_batch(core, self.log_bytes, self.commit.as_ref());
         }
     }
 
@@ -266,6 +285,10 @@ impl Storage for WalStorage {
                 (txn.zxid, buf.split().freeze())
             })
             .collect();
+        self.log_bytes += batch
+            .iter()
+            .map(|(_, p)| (RECORD_HEADER_LEN + p.len()) as u64)
+            .sum::<u64>();
         // Queued on the commit thread now, so submission order is call order; the commit
         // thread resolves written commits in that order and fails every one after a failure.
         match self.commit_thread() {

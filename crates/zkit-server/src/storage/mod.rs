@@ -15,7 +15,7 @@
 //! - [`durable`]: [`WalStorage`], the `--data-dir` implementation, built from:
 //!   [`datadir`] (layout and lock), [`wal`] (segments, records, torn-tail repair), [`commit`]
 //!   (the group-commit thread), [`snapshot`] (snapshot files, pruning), [`snapshotter`]
-//!   (background snapshots every `snap_count` txns), [`recovery`] (snapshot + WAL replay),
+//!   (background snapshots and when they are due), [`recovery`] (snapshot + WAL replay),
 //!   [`error`], [`failpoint`] (crash-safety points for tests).
 
 pub mod api;

@@ -14,7 +14,7 @@ use zkit_core::{Config, Core, Txn};
 
 use super::error::{Result, StorageError};
 use super::snapshot::SnapshotStore;
-use super::wal::Wal;
+use super::wal::{Wal, RECORD_HEADER_LEN};
 
 /// What a recovery loaded, for the start-up log line and for tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct RecoveryStats {
     pub snapshot_bytes: u64,
     /// WAL records replayed on top of it.
     pub replayed: u64,
+    /// Their size in the log (record headers included).
+    pub replayed_bytes: u64,
     /// The zxid of the recovered state.
     pub last_zxid: i64,
     /// Wall-clock time the recovery took, in microseconds.
@@ -93,6 +95,7 @@ pub fn recover(
         }
         core.apply(&txn);
         stats.replayed += 1;
+        stats.replayed_bytes += (RECORD_HEADER_LEN + record.payload.len()) as u64;
     }
     // Replay queues watch events and txns for connections that do not exist; drop them.
     drop(core.ready());
@@ -102,6 +105,7 @@ pub fn recover(
         snapshot_zxid = stats.snapshot_zxid.map(|z| format!("{z:#x}")),
         snapshot_bytes = stats.snapshot_bytes,
         replayed = stats.replayed,
+        replayed_bytes = stats.replayed_bytes,
         last_zxid = format_args!("{:#x}", stats.last_zxid),
         took = ?Duration::from_micros(stats.micros),
         "state recovered"

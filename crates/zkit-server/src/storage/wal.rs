@@ -60,6 +60,9 @@ pub use segment::{
 /// Default segment size: 64 MiB, as ZooKeeper's preAllocSize.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
 
+/// An fdatasync at least this long is logged (at debug), to find latency spikes.
+const SLOW_FSYNC: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Whether appended records are fdatasynced before `sync` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FsyncMode {
@@ -416,6 +419,7 @@ impl Wal {
 
     /// Starts a new segment whose first record is `first_zxid` and needs `need` bytes.
     fn roll(&mut self, first_zxid: i64, need: u64) -> Result<()> {
+        let started = std::time::Instant::now();
         let always = self.opts.fsync == FsyncMode::Always;
         if let Some(active) = &self.active {
             if self.dirty && always {
@@ -456,6 +460,12 @@ impl Wal {
         if always {
             sync_dir(&self.dir)?;
         }
+        tracing::debug!(
+            first_zxid = format_args!("{first_zxid:#x}"),
+            capacity,
+            took = ?started.elapsed(),
+            "rolled to a new WAL segment"
+        );
         self.segments.push(SegmentInfo { first_zxid, path });
         self.active = Some(Active {
             file,
@@ -494,10 +504,15 @@ impl Wal {
         )));
         if let (Some(active), FsyncMode::Always) = (&self.active, self.opts.fsync) {
             let path = &self.segments[self.segments.len() - 1].path;
+            let started = std::time::Instant::now();
             active
                 .file
                 .sync_data()
                 .ctx(|| format!("fdatasync {}", path.display()))?;
+            let took = started.elapsed();
+            if took >= SLOW_FSYNC {
+                tracing::debug!(?took, "slow WAL fdatasync");
+            }
         }
         #[cfg(feature = "failpoints")]
         fail::fail_point!(failpoint::WAL_AFTER_FSYNC, |_| Err(StorageError::io(
