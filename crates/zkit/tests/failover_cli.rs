@@ -1,14 +1,22 @@
-//! `zkit lock` with default flags through a leader failover of a private 3-member Apache
-//! ZooKeeper ensemble (`zkit_testkit::Ensemble`): 6 processes loop on `zkit lock /L -- CMD`
-//! around a critical section while the leader is killed with SIGKILL mid-run and restarted.
+//! `zkit lock` with default flags through the faults of a private Apache ZooKeeper ensemble
+//! (`zkit_testkit::Ensemble`): 6 processes loop on `zkit lock /L -- CMD` around a critical
+//! section while the ensemble fails under them:
 //!
-//! Checked: no two CMDs at once (CMD `mkdir`s a marker directory, which fails if another CMD is
-//! inside, and removes it on the way out), fencing tokens strictly increasing in the order the
-//! critical sections ran, and every run exits 0 (no waiter fails, no holder is stopped).
+//! - the leader killed with SIGKILL mid-run and restarted;
+//! - the leader stopped (SIGSTOP) for longer than the session timeout, then resumed (SIGCONT);
+//! - the member most of the processes are connected to killed with SIGKILL, then restarted;
+//! - two of five members paused (a quorum is left), then a third one (the quorum is lost until
+//!   no member leads), then all three resumed.
 //!
-//! Default: 6 × 8 runs, one leader kill. `ZKIT_FAILOVER_RUNS=N` makes it N runs per process,
-//! with a leader kill after every 24 completed runs (the long profile:
-//! `ZKIT_FAILOVER_RUNS=40 cargo nextest run -p zkit --test failover_cli`). Runs in the
+//! Checked, OS-level, for every fault: no two CMDs at once (CMD `mkdir`s a marker directory,
+//! which fails if another CMD is inside, and removes it on the way out), fencing tokens strictly
+//! increasing in the order the critical sections ran, every run exits 0 (no waiter fails, no
+//! holder is stopped), and runs complete during and after the fault.
+//!
+//! Default: each process runs 8 times (more if the fault is still under way), one fault each.
+//! `ZKIT_FAILOVER_RUNS=N` makes it at least N runs per process; the leader-kill test then kills
+//! the leader after every 24 completed runs (the long profile:
+//! `ZKIT_FAILOVER_RUNS=40 cargo nextest run -p zkit --test failover_cli`). The tests run in the
 //! `ensemble` nextest test group (one ensemble at a time).
 
 use std::process::Stdio;
@@ -16,10 +24,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use zkit_testkit::{ensemble_available, zkit_bin, Ensemble};
 
 const PROCESSES: usize = 6;
 const KILL_EVERY: usize = 24;
+/// `zkit lock`'s default session timeout (the tests pass no flags but `--server`).
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn runs_per_process() -> usize {
     std::env::var("ZKIT_FAILOVER_RUNS")
         .ok()
@@ -179,6 +191,33 @@ async fn wait_leader(ensemble: &Ensemble) -> usize {
     }
 }
 
+/// Member `m`'s answer to the four-letter word `word` (bounded: a paused member answers
+/// nothing).
+async fn four_letter(ensemble: &Ensemble, m: usize, word: &str) -> String {
+    let ask = async {
+        let mut stream = tokio::net::TcpStream::connect(ensemble.member_addr(m)).await?;
+        stream.write_all(word.as_bytes()).await?;
+        let mut out = String::new();
+        stream.read_to_string(&mut out).await?;
+        Ok::<_, std::io::Error>(out)
+    };
+    match tokio::time::timeout(Duration::from_secs(2), ask).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(_)) | Err(_) => String::new(),
+    }
+}
+
+/// The number of client connections member `m` has (`mntr`'s `zk_num_alive_connections`,
+/// less the `mntr` connection itself).
+async fn client_connections(ensemble: &Ensemble, m: usize) -> usize {
+    let out = four_letter(ensemble, m, "mntr").await;
+    out.lines()
+        .find_map(|l| l.strip_prefix("zk_num_alive_connections"))
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no connection count in member {m}'s mntr: {out:?}"))
+        .saturating_sub(1)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensemble_fault_zkit_lock_default_flags_through_leader_kill() {
     if !ensemble_available() {
@@ -211,5 +250,102 @@ async fn ensemble_fault_zkit_lock_default_flags_through_leader_kill() {
     }
     assert!(kills >= 1, "the leader was never killed");
     lock.finish(&ensemble, &format!("{kills} leader kill(s)"))
+        .await;
+}
+
+/// The leader stopped for longer than `zkit lock`'s session timeout: the others elect a new
+/// leader; the processes connected to the stopped one notice the silence and move over inside
+/// their sessions' validity, keeping what they hold or wait for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_fault_zkit_lock_leader_paused_longer_than_the_session_timeout() {
+    if !ensemble_available() {
+        return;
+    }
+    let ensemble = Ensemble::start(3).await.expect("ensemble starts");
+    let lock = LockRuns::start(&ensemble, "/failover-pause", runs_per_process());
+    lock.progress(&ensemble, 6, "before the fault").await;
+    let leader = ensemble.leader().await.expect("a leader");
+    ensemble.pause(leader).await.expect("pause the leader");
+    let paused = Instant::now();
+    lock.progress(&ensemble, 3, "with the leader stopped").await;
+    tokio::time::sleep((SESSION_TIMEOUT + Duration::from_secs(2)).saturating_sub(paused.elapsed()))
+        .await;
+    ensemble.resume(leader).await.expect("resume");
+    eprintln!("leader {leader} resumed after {:?}", paused.elapsed());
+    lock.progress(&ensemble, 6, "after the leader resumed")
+        .await;
+    lock.finish(&ensemble, "leader paused").await;
+}
+
+/// The member with the most of the processes' sessions killed with SIGKILL: they go
+/// Suspended, move to another member inside their validity and keep what they held; the
+/// member is restarted once the others lead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_fault_zkit_lock_connected_member_killed() {
+    if !ensemble_available() {
+        return;
+    }
+    let ensemble = Ensemble::start(3).await.expect("ensemble starts");
+    let lock = LockRuns::start(&ensemble, "/failover-connected", runs_per_process());
+    lock.progress(&ensemble, 6, "before the fault").await;
+    let mut busiest = (0, 0);
+    for m in 1..=ensemble.members() {
+        let n = client_connections(&ensemble, m).await;
+        if n > busiest.1 {
+            busiest = (m, n);
+        }
+    }
+    let (member, sessions) = busiest;
+    assert!(sessions > 0, "no member has a client connection");
+    ensemble.kill(member).await.expect("kill -9");
+    eprintln!("killed member {member} with {sessions} connection(s)");
+    lock.progress(&ensemble, 6, "with the member down").await;
+    wait_leader(&ensemble).await;
+    ensemble.restart(member).await.expect("restart");
+    lock.progress(&ensemble, 6, "after the member restarted")
+        .await;
+    lock.finish(&ensemble, "connected member killed").await;
+}
+
+/// Five members: two followers paused (a quorum is left: the runs go on), then a third one
+/// until no member leads (the quorum is lost: every session is disconnected and nothing can be
+/// written), then all three resumed: the runs resume on the same sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_fault_zkit_lock_two_then_three_of_five_paused() {
+    if !ensemble_available() {
+        return;
+    }
+    let ensemble = Ensemble::start(5).await.expect("ensemble starts");
+    let lock = LockRuns::start(&ensemble, "/failover-quorum", runs_per_process());
+    lock.progress(&ensemble, 6, "before the fault").await;
+    let leader = ensemble.leader().await.expect("a leader");
+    let followers: Vec<usize> = (1..=5).filter(|&m| m != leader).collect();
+    for &m in &followers[..2] {
+        ensemble.pause(m).await.expect("pause");
+    }
+    lock.progress(&ensemble, 6, "with two of five paused").await;
+    ensemble.pause(followers[2]).await.expect("pause");
+    let paused = Instant::now();
+    // The leader gives up once it has not heard from a quorum for syncLimit (5 s here), as
+    // Leader.lead's check of its synced followers does, and drops its clients.
+    let lost = Instant::now() + Duration::from_secs(20);
+    while four_letter(&ensemble, leader, "srvr")
+        .await
+        .contains("Mode: leader")
+    {
+        assert!(Instant::now() < lost, "the quorum was never lost");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let done = lock.done();
+    for &m in &followers[..3] {
+        ensemble.resume(m).await.expect("resume");
+    }
+    eprintln!(
+        "quorum lost after {:?}; resumed, {done} runs so far",
+        paused.elapsed()
+    );
+    lock.progress(&ensemble, 6, "after the quorum came back")
+        .await;
+    lock.finish(&ensemble, "two then three of five paused")
         .await;
 }
