@@ -6,7 +6,7 @@
 //! - `--clients` sessions loop on one [`zkit::lock::Mutex`]: acquire, hold `--hold-ms`,
 //!   release (waiting for the delete's reply, as Curator's `release()` does).
 //! - One [`Coordinator`] (its own session) loops on two-phase-commit transactions across three
-//!   participants (each its own session, an in-memory resource voting yes), then sleeps
+//!   participants (each its own session, a [`MemoryResource`] voting yes), then sleeps
 //!   `--hold-ms`.
 //!
 //! Every session uses zkit's defaults but for the session timeout (`--session-timeout-ms`, the
@@ -14,15 +14,12 @@
 //! `READY`, `EVENT lock T`, `EVENT txn T`, `EVENT connected T` (a session's `Reconnected`),
 //! `ERROR lock|txn MESSAGE`. It runs until killed.
 
-use std::collections::HashSet;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::FutureExt as _;
 use zkit::lock::Mutex;
-use zkit::txn::{Coordinator, Outcome, Participant, Resource, TxnError, TxnOptions, Vote};
+use zkit::txn::{Coordinator, MemoryResource, Outcome, Participant, TxnOptions};
 use zkit::{Session, SessionOptions, SessionState};
 
 use super::now_micros;
@@ -49,42 +46,6 @@ pub struct ContenderArgs {
 
 /// The participants' names.
 const PARTICIPANTS: [&str; 3] = ["P1", "P2", "P3"];
-
-/// An in-memory resource: remembers what it prepared, votes yes (the benchmark measures the
-/// coordination, not a disk; as `zkit bench txn`'s).
-#[derive(Default)]
-struct MemoryResource {
-    prepared: std::sync::Mutex<HashSet<String>>,
-}
-
-impl MemoryResource {
-    fn prepared(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.prepared.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Resource for MemoryResource {
-    fn prepare<'a>(
-        &'a self,
-        txid: &'a str,
-        _payload: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vote, TxnError>> {
-        self.prepared().insert(txid.to_string());
-        async { Ok(Vote::Yes) }.boxed()
-    }
-    fn commit<'a>(&'a self, txid: &'a str) -> BoxFuture<'a, Result<(), TxnError>> {
-        self.prepared().remove(txid);
-        async { Ok(()) }.boxed()
-    }
-    fn abort<'a>(&'a self, txid: &'a str) -> BoxFuture<'a, Result<(), TxnError>> {
-        self.prepared().remove(txid);
-        async { Ok(()) }.boxed()
-    }
-    fn in_doubt(&self) -> BoxFuture<'_, Result<Vec<String>, TxnError>> {
-        let list = self.prepared().iter().cloned().collect();
-        async move { Ok(list) }.boxed()
-    }
-}
 
 /// Prints one line and flushes it (the harness reads it as it comes).
 fn say(line: &str) {
