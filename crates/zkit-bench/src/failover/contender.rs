@@ -13,6 +13,10 @@
 //! one the Curator side is given). Output, one line each (times: µs since the Unix epoch):
 //! `READY`, `EVENT lock T`, `EVENT txn T`, `EVENT connected T` (a session's `Reconnected`),
 //! `ERROR lock|txn MESSAGE`. It runs until killed.
+//!
+//! With `RUST_LOG` set (e.g. `RUST_LOG=zkit=debug,zkit_client=debug`), the libraries' trace
+//! goes to stderr (the harness's contender log), timestamped: when each session reconnects and
+//! each step of a transaction is written or retried.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -115,6 +119,12 @@ async fn txn_loop(session: Session, coordinator: Coordinator, hold: Duration) {
 
 /// Runs the contender until killed.
 pub async fn run(args: &ContenderArgs) -> anyhow::Result<i32> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let options = SessionOptions::default()
         .with_session_timeout(Duration::from_millis(args.session_timeout_ms));
     let hold = Duration::from_millis(args.hold_ms);
