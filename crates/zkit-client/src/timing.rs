@@ -8,6 +8,8 @@
 //! - ping: after half the read timeout without sending anything (one second less once that is
 //!   more than a second, "to prevent race condition missing to send the second ping"), and at
 //!   least every 10 s.
+//! - reconnect pauses: none while a round over the hosts is under way; after each full round
+//!   without a session, a pause growing from 50 ms up to the spin delay (see [`round_pause`]).
 
 use std::time::Duration;
 
@@ -45,6 +47,30 @@ pub(crate) fn ping_interval(read_timeout: Duration) -> Duration {
 /// instead, so that a short session (tests, fast failover) can reconnect before it expires.
 pub(crate) fn spin_delay(session_timeout: Duration) -> Duration {
     (session_timeout / 10).min(Duration::from_secs(1))
+}
+
+/// The pause after the first full round of hosts without a session.
+const FIRST_ROUND_PAUSE: Duration = Duration::from_millis(50);
+
+/// The longest pause before the next connection attempt after `rounds` full rounds over the
+/// hosts without a session (the caller draws the pause between half of it and all of it, so
+/// that the clients a server dropped together do not come back together).
+///
+/// No pause within the first round: a dead or not-yet-serving member refuses at once, and the
+/// next one may serve (a member killed, or a leader lost and re-elected in a few hundred ms).
+/// Apache's `ClientCnxn.SendThread.startConnect` sleeps up to 1 s before *every* attempt but
+/// the client's very first, which after a leader's loss costs each session a random 0–1 s on
+/// top of the election, and a 2PC needing four sessions back the slowest of four draws. As
+/// kazoo's `ConnectionHandler._connect_loop` does, a round goes without sleeping; between
+/// rounds the pause doubles from 50 ms (kazoo: 100 ms) up to the spin delay, Apache's
+/// `StaticHostProvider.next(1000)` sleep, which it stays at.
+pub(crate) fn round_pause(rounds: u32, spin: Duration) -> Duration {
+    if rounds == 0 {
+        return Duration::ZERO;
+    }
+    FIRST_ROUND_PAUSE
+        .saturating_mul(1u32 << (rounds - 1).min(16))
+        .min(spin)
 }
 
 #[cfg(test)]
@@ -88,5 +114,17 @@ mod tests {
     fn spin_delay_is_a_second_at_most() {
         assert_eq!(spin_delay(ms(30_000)), ms(1000));
         assert_eq!(spin_delay(ms(4_000)), ms(400));
+    }
+
+    #[test]
+    fn round_pause_is_none_in_the_first_round_then_doubles_to_the_spin_delay() {
+        let spin = spin_delay(ms(10_000));
+        let pauses: Vec<u64> = (0..9)
+            .map(|r| round_pause(r, spin).as_millis() as u64)
+            .collect();
+        assert_eq!(pauses, [0, 50, 100, 200, 400, 800, 1000, 1000, 1000]);
+        // A short session's spin delay caps it sooner; huge round counts do not overflow.
+        assert_eq!(round_pause(4, spin_delay(ms(2_000))), ms(200));
+        assert_eq!(round_pause(u32::MAX, spin), ms(1000));
     }
 }

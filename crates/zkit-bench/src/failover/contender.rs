@@ -6,23 +6,24 @@
 //! - `--clients` sessions loop on one [`zkit::lock::Mutex`]: acquire, hold `--hold-ms`,
 //!   release (waiting for the delete's reply, as Curator's `release()` does).
 //! - One [`Coordinator`] (its own session) loops on two-phase-commit transactions across three
-//!   participants (each its own session, an in-memory resource voting yes), then sleeps
+//!   participants (each its own session, a [`MemoryResource`] voting yes), then sleeps
 //!   `--hold-ms`.
 //!
 //! Every session uses zkit's defaults but for the session timeout (`--session-timeout-ms`, the
 //! one the Curator side is given). Output, one line each (times: µs since the Unix epoch):
 //! `READY`, `EVENT lock T`, `EVENT txn T`, `EVENT connected T` (a session's `Reconnected`),
 //! `ERROR lock|txn MESSAGE`. It runs until killed.
+//!
+//! With `RUST_LOG` set (e.g. `RUST_LOG=zkit=debug,zkit_client=debug`), the libraries' trace
+//! goes to stderr (the harness's contender log), timestamped: when each session reconnects and
+//! each step of a transaction is written or retried.
 
-use std::collections::HashSet;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::FutureExt as _;
 use zkit::lock::Mutex;
-use zkit::txn::{Coordinator, Outcome, Participant, Resource, TxnError, TxnOptions, Vote};
+use zkit::txn::{Coordinator, MemoryResource, Outcome, Participant, TxnOptions};
 use zkit::{Session, SessionOptions, SessionState};
 
 use super::now_micros;
@@ -49,42 +50,6 @@ pub struct ContenderArgs {
 
 /// The participants' names.
 const PARTICIPANTS: [&str; 3] = ["P1", "P2", "P3"];
-
-/// An in-memory resource: remembers what it prepared, votes yes (the benchmark measures the
-/// coordination, not a disk; as `zkit bench txn`'s).
-#[derive(Default)]
-struct MemoryResource {
-    prepared: std::sync::Mutex<HashSet<String>>,
-}
-
-impl MemoryResource {
-    fn prepared(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.prepared.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Resource for MemoryResource {
-    fn prepare<'a>(
-        &'a self,
-        txid: &'a str,
-        _payload: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vote, TxnError>> {
-        self.prepared().insert(txid.to_string());
-        async { Ok(Vote::Yes) }.boxed()
-    }
-    fn commit<'a>(&'a self, txid: &'a str) -> BoxFuture<'a, Result<(), TxnError>> {
-        self.prepared().remove(txid);
-        async { Ok(()) }.boxed()
-    }
-    fn abort<'a>(&'a self, txid: &'a str) -> BoxFuture<'a, Result<(), TxnError>> {
-        self.prepared().remove(txid);
-        async { Ok(()) }.boxed()
-    }
-    fn in_doubt(&self) -> BoxFuture<'_, Result<Vec<String>, TxnError>> {
-        let list = self.prepared().iter().cloned().collect();
-        async move { Ok(list) }.boxed()
-    }
-}
 
 /// Prints one line and flushes it (the harness reads it as it comes).
 fn say(line: &str) {
@@ -154,6 +119,12 @@ async fn txn_loop(session: Session, coordinator: Coordinator, hold: Duration) {
 
 /// Runs the contender until killed.
 pub async fn run(args: &ContenderArgs) -> anyhow::Result<i32> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let options = SessionOptions::default()
         .with_session_timeout(Duration::from_millis(args.session_timeout_ms));
     let hold = Duration::from_millis(args.hold_ms);

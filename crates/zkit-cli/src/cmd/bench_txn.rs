@@ -7,15 +7,12 @@
 //! It measures; it asserts nothing. Each run uses a fresh root and deletes nothing it did not
 //! create (finished transactions are collected by the protocol itself).
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use hdrhistogram::Histogram;
-use zkit::txn::{Coordinator, Outcome, Participant, Resource, TxnError, TxnOptions, Vote};
+use zkit::txn::{Coordinator, MemoryResource, Outcome, Participant, TxnOptions};
 use zkit::Session;
 
 use super::conn::{ConnArgs, DEFAULT_SESSION_TIMEOUT};
@@ -35,50 +32,6 @@ pub struct BenchTxnArgs {
     /// Transactions in flight during the throughput run.
     #[arg(long, alias = "inflight", default_value_t = 64)]
     pub in_flight: usize,
-}
-
-/// An in-memory resource: prepared set, votes yes.
-#[derive(Default)]
-struct MemoryResource {
-    prepared: Mutex<HashSet<String>>,
-}
-
-impl Resource for MemoryResource {
-    fn prepare<'a>(
-        &'a self,
-        txid: &'a str,
-        _payload: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vote, TxnError>> {
-        self.prepared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(txid.to_string());
-        async { Ok(Vote::Yes) }.boxed()
-    }
-    fn commit<'a>(&'a self, txid: &'a str) -> BoxFuture<'a, Result<(), TxnError>> {
-        self.prepared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(txid);
-        async { Ok(()) }.boxed()
-    }
-    fn abort<'a>(&'a self, txid: &'a str) -> BoxFuture<'a, Result<(), TxnError>> {
-        self.prepared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(txid);
-        async { Ok(()) }.boxed()
-    }
-    fn in_doubt(&self) -> BoxFuture<'_, Result<Vec<String>, TxnError>> {
-        let list = self
-            .prepared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect();
-        async move { Ok(list) }.boxed()
-    }
 }
 
 /// The measured figures.

@@ -30,8 +30,9 @@ use super::task::{write_frame, Conn, Queued, Task};
 impl Task {
     /// Tries hosts until a session is established (returns its connection) or the session ends.
     pub(super) async fn establish(&mut self) -> std::result::Result<Conn, SessionState> {
-        let mut first_attempt = !self.connected_once;
         let mut tried = 0usize;
+        // Full rounds over the hosts without a session, since this (re)connect began.
+        let mut rounds = 0u32;
         loop {
             if let Some(state) = self.closing_state() {
                 return Err(state);
@@ -51,21 +52,18 @@ impl Task {
                     return Err(SessionState::Closed);
                 }
             }
-            // ClientCnxn.startConnect sleeps up to 1 s before every attempt but the first;
-            // StaticHostProvider.next sleeps after a full round.
-            let spin = timing::spin_delay(self.negotiated);
-            let mut pause = Duration::ZERO;
-            if !first_attempt && !spin.is_zero() {
-                pause += rand::thread_rng().gen_range(Duration::ZERO..spin);
-            }
+            // No pause within a round; between rounds, a growing jittered one (see
+            // `timing::round_pause` for how and why this differs from ClientCnxn.startConnect).
             if back_off {
-                pause += spin;
-            }
-            first_attempt = false;
-            if !pause.is_zero() {
-                let sleep = tokio::time::sleep(pause);
-                if self.queue_while(sleep).await.is_none() {
-                    continue;
+                rounds = rounds.saturating_add(1);
+                let most = timing::round_pause(rounds, timing::spin_delay(self.negotiated));
+                if !most.is_zero() {
+                    let pause = rand::thread_rng().gen_range(most / 2..=most);
+                    debug!(?pause, rounds, "no host gave a session this round; pausing");
+                    let sleep = tokio::time::sleep(pause);
+                    if self.queue_while(sleep).await.is_none() {
+                        continue;
+                    }
                 }
             }
             let timeout = timing::connect_timeout(self.negotiated, self.hosts.len());

@@ -12,6 +12,7 @@
 //! - [`recovery`]: [`Recoverer`], the leader-elected coordinator group that resumes unfinished
 //!   transactions.
 //! - [`file`]: [`FileResource`], a durable directory of prepared/committed/aborted records.
+//! - [`memory`]: [`MemoryResource`], in memory and always yes (benchmarks, tests; not durable).
 //! - `postgres` (feature `postgres`): `PostgresResource` on `PREPARE TRANSACTION`.
 //! - [`inspect`]: listing and showing transactions (for `zkit txn list|show`).
 //!
@@ -62,6 +63,7 @@ pub mod decide;
 pub mod file;
 pub mod inspect;
 pub mod layout;
+pub mod memory;
 pub mod participant;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -73,6 +75,7 @@ use std::time::Duration;
 pub use coordinator::{decide_by_create, Coordinator, Outcome, Transaction};
 pub use decide::{Decision, Vote};
 pub use file::FileResource;
+pub use memory::MemoryResource;
 pub use participant::{Participant, ParticipantEvent, Resource};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresResource;
