@@ -17,7 +17,8 @@
 //!   implementation for tests (the ZooKeeper one lives in `zkit::ledger`).
 //! - [`server`]: the tokio shell: listener, pipelined connections, disk monitor (read-only
 //!   mode), checkpoints, registration, graceful stop.
-//! - [`metrics`]: counters and histograms, served as Prometheus text on `/metrics`.
+//! - [`metrics`]: counters and histograms, served as Prometheus text on `/metrics`;
+//!   [`histogram`]: the latency histogram they and the storage share.
 //! - [`client`]: an async, pipelined connection to one bookie.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -25,6 +26,7 @@
 pub mod client;
 pub mod cookie;
 pub mod core;
+pub mod histogram;
 pub mod metrics;
 pub mod protocol;
 pub mod registration;

@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use crate::metrics::Histogram;
+use crate::histogram::Histogram;
 use crate::protocol::entry::MasterKey;
 
 pub use file::{FileStorage, FileStorageOptions, FsyncMode};
