@@ -17,6 +17,7 @@ use futures::FutureExt as _;
 use tokio::sync::Mutex;
 use zkit_testkit::ChildGuard;
 
+use super::server::signal;
 use super::{Fault, Nemesis};
 use crate::Error;
 
@@ -79,18 +80,6 @@ fn launch(program: &Path, server: &str, b: &Bookie) -> Result<ChildGuard, Error>
         ))
     })?;
     Ok(guard)
-}
-
-fn signal(pid: u32, sig: &str) -> Result<(), Error> {
-    let status = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Error::Process(format!("kill -{sig} {pid} failed")))
-    }
 }
 
 impl Bookies {

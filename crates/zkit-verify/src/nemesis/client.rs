@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 
+use super::server::signal;
 use super::{Fault, Nemesis};
 use crate::Error;
 
@@ -27,18 +28,6 @@ impl ClientNemesis {
     /// The nemesis of the clients in `pids`.
     pub fn new(pids: ClientPids) -> ClientNemesis {
         ClientNemesis { pids, paused: None }
-    }
-}
-
-fn signal(pid: u32, sig: &str) -> Result<(), Error> {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Error::Process(format!("kill -{sig} {pid} failed")))
     }
 }
 

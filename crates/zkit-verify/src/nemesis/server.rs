@@ -121,7 +121,8 @@ fn launch(spec: &ServerSpec, port: u16) -> Result<(ChildGuard, SocketAddr), Erro
     Ok((guard, addr))
 }
 
-fn signal(pid: u32, sig: &str) -> Result<(), Error> {
+/// Sends `sig` (a name such as `KILL` or `STOP`) to process `pid` with kill(1).
+pub(super) fn signal(pid: u32, sig: &str) -> Result<(), Error> {
     let status = Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())
