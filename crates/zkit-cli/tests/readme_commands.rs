@@ -152,3 +152,55 @@ async fn readme_command_blocks_run_as_written() {
     assert!(ran >= 3, "only {ran} README blocks ran");
     let _ = server.kill().await;
 }
+
+/// The README's first command, `cargo run --release -- demo`, is run from the workspace root,
+/// where `cargo run` needs exactly one binary among the default members: the `zkit` CLI. (The
+/// block is skipped above: it builds the release binary.) A second binary crate left in the
+/// default members makes that command fail with "could not determine which binary to run".
+#[test]
+fn the_first_readme_command_finds_one_binary_to_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let (_, _, first) = sh_blocks(&readme).into_iter().next().unwrap();
+    assert!(
+        first.contains("cargo run --release -- demo"),
+        "the README no longer starts with the demo command:\n{first}"
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let defaults: Vec<&str> = meta["workspace_default_members"]
+        .as_array()
+        .expect("cargo metadata without workspace_default_members (cargo older than 1.71?)")
+        .iter()
+        .filter_map(|id| id.as_str())
+        .collect();
+    let mut bins: Vec<String> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| defaults.contains(&p["id"].as_str().unwrap_or("")))
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter(|t| {
+            t["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "bin"))
+        })
+        .filter_map(|t| t["name"].as_str().map(String::from))
+        .collect();
+    bins.sort();
+    assert_eq!(
+        bins,
+        ["zkit"],
+        "binaries `cargo run` at the root would choose from"
+    );
+}
