@@ -12,6 +12,8 @@
 //!   lock and the next transaction, zkit against Curator; [`ensemble`]: the private ensemble
 //!   it (and `lock-compare --ensemble`) runs on; [`section`]: the generated sections of
 //!   docs/PERFORMANCE-ENSEMBLE.md.
+//! - [`scale`]: `zkit-bench scale`, scale curves of `zkit serve` (sessions, znodes, watchers,
+//!   value size); writes docs/SCALE.md and docs/scale/*.svg.
 //! - [`servers`]: starting, measuring and stopping the servers under test.
 //! - [`load`]: running `zkit bench server --json` / `zkit bench lock --json` and reading their
 //!   figures.
@@ -42,6 +44,7 @@ mod lock_compare;
 #[allow(dead_code)]
 #[path = "../../zkit-cli/src/cmd/plot.rs"]
 mod plot;
+mod scale;
 mod section;
 mod servers;
 
@@ -67,6 +70,9 @@ enum Command {
     /// Time from an ensemble leader's kill -9 to the next acquired lock and the next committed
     /// transaction, zkit against Curator.
     Failover(failover::FailoverArgs),
+    /// Scale curves of `zkit serve`: throughput, p99 and memory against sessions, znodes,
+    /// watchers and value size; writes docs/SCALE.md and its charts.
+    Scale(scale::ScaleArgs),
     /// The zkit side of `failover` (run by it as a child process).
     #[command(hide = true)]
     FailoverContender(failover::contender::ContenderArgs),
@@ -79,6 +85,7 @@ async fn main() -> ExitCode {
         Command::Compare(args) => compare::run_compare(args).await,
         Command::LockCompare(args) => lock_compare::run(&args).await,
         Command::Failover(args) => failover::run(&args).await,
+        Command::Scale(args) => scale::run(&args).await,
         Command::FailoverContender(args) => failover::contender::run(&args).await,
     };
     match result {
