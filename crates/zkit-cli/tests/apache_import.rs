@@ -16,11 +16,6 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncBufReadExt;
 use zkit_client::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo};
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
-
 /// A private Apache standalone in `dir`, stopped when dropped.
 struct Apache {
     dir: PathBuf,
@@ -30,7 +25,7 @@ struct Apache {
 impl Apache {
     fn start(dir: &Path) -> Apache {
         for _ in 0..3 {
-            let port = free_port();
+            let port = zkit_testkit::free_port();
             let status = std::process::Command::new(zkit_testkit::ensemble::apache_zk_script())
                 .arg("start")
                 .arg(dir)

@@ -33,14 +33,6 @@ fn zkit() -> Command {
     c
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Spawns `cmd` with piped stdout; the guard and the first stdout line.
 fn first_line(cmd: &mut Command) -> (ChildGuard, String) {
     let mut child = ChildGuard::spawn(cmd.stdout(Stdio::piped())).expect("spawn");
@@ -99,7 +91,7 @@ async fn the_full_check_finds_entries_missing_in_the_middle_and_they_are_rerepli
     let mut bookies: Vec<(PathBuf, u16, Option<ChildGuard>)> = (0..4)
         .map(|i| {
             let dir = tmp.path().join(format!("b{i}"));
-            let port = free_port();
+            let port = zkit_testkit::free_port();
             let g = bookie(&dir, port, &zk);
             (dir, port, Some(g))
         })

@@ -27,14 +27,6 @@ fn zkit() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zkit"))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Spawns `cmd` with piped stdout and returns the guard and its first stdout line.
 fn spawn_and_first_line(
     cmd: &mut Command,
@@ -149,7 +141,7 @@ impl BookieProc {
 
 fn bookies(tmp: &Path, zk: &str, n: usize) -> Vec<BookieProc> {
     (0..n)
-        .map(|i| BookieProc::start(tmp.join(format!("b{i}")), free_port(), zk))
+        .map(|i| BookieProc::start(tmp.join(format!("b{i}")), zkit_testkit::free_port(), zk))
         .collect()
 }
 

@@ -23,14 +23,6 @@ fn first_line(cmd: &mut Command) -> (ChildGuard, String) {
     (child, line.trim().to_string())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn entry_log_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir.join("current"))
         .map(|rd| {
@@ -99,7 +91,7 @@ fn bookies_reclaim_a_deleted_ledgers_space_and_keep_the_others() {
                     .args([
                         "bookie",
                         "--port",
-                        &free_port().to_string(),
+                        &zkit_testkit::free_port().to_string(),
                         "--server",
                         &zk,
                     ])

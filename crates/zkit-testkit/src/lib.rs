@@ -4,10 +4,12 @@
 //! # Layout
 //! - this file: where the Apache ZooKeeper under test is ([`apache_zk`]), fresh znode paths
 //!   so that many tests can share one server ([`unique_path`]), and a bounded wait for an
-//!   effect that happens in the background ([`eventually`]).
+//!   effect that happens in the background ([`eventually`]), and a free loopback port
+//!   ([`free_port`]).
 //! - [`fault_proxy`]: [`FaultProxy`], a loopback TCP proxy that drops connections or black-holes
 //!   traffic, to produce real disconnects and real session expiry.
-//! - [`pki`]: a CA and certificates made by the `openssl` CLI, for the TLS tests.
+//! - [`pki`]: a CA and certificates made by the `openssl` CLI, for the TLS tests, and
+//!   [`pki::TlsZooKeeper`], Apache ZooKeeper serving TLS on them.
 //! - [`process`]: finding and running the built `zkit` binary, and `kill -9` of child processes.
 //! - [`curator_classpath`]: Debian's Curator jars, for Java programs compiled by tests and by
 //!   `zkit-bench lock-compare`.
@@ -124,6 +126,18 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound, read and released), for a
+/// process the test starts with an explicit port.
+///
+/// # Panics
+/// When no loopback port can be bound.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
 }
 
 /// Debian's Curator, ZooKeeper and their dependencies in /usr/share/java, as a Java classpath;
