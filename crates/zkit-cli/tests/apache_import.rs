@@ -9,6 +9,8 @@
 //! continues; the container and TTL nodes are reaped as such; the import refuses a non-empty
 //! data dir; a restart keeps what was written after the import.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -305,10 +307,7 @@ async fn serve(data_dir: &Path, import: Option<&Path>) -> (tokio::process::Child
         .expect("zkit serve starts")
         .expect("read")
         .expect("a line");
-    let addr = line
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let addr = common::listening_addr(&line);
     (child, addr)
 }
 

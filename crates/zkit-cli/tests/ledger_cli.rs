@@ -10,6 +10,8 @@
 //!   later adds is acknowledged, it exits with the fenced code, and every `acked N` it ever
 //!   printed is inside the recovered ledger.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -63,10 +65,7 @@ fn zkit_serve(dir: &Path) -> Zk {
             .arg(dir)
             .env("RUST_LOG", "warn"),
     );
-    let addr = line
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let addr = common::listening_addr(&line);
     Zk {
         connect: addr,
         name: "zkit",
