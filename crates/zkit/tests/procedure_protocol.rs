@@ -225,6 +225,14 @@ fn two_ok_and_c(c: Behavior) -> [(&'static str, Behavior); 3] {
     [("a", Behavior::Ok), ("b", Behavior::Ok), ("c", c)]
 }
 
+/// Members a and b that succeed and c that waits in its acquire until the returned gate is
+/// notified.
+async fn c_gated_at_acquire(addr: &str) -> (Cluster, Arc<Notify>) {
+    let gate = Arc::new(Notify::new());
+    let cluster = Cluster::start(addr, &two_ok_and_c(Behavior::GateAcquire(gate.clone()))).await;
+    (cluster, gate)
+}
+
 fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
@@ -318,12 +326,7 @@ async fn failure_inside_aborts_everyone_including_finished_members() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_member_aborts_at_once_not_at_the_timeout() {
     for target in servers().await {
-        let gate = Arc::new(Notify::new());
-        let mut cluster = Cluster::start(
-            &target.addr,
-            &two_ok_and_c(Behavior::GateAcquire(gate.clone())),
-        )
-        .await;
+        let (mut cluster, _gate) = c_gated_at_acquire(&target.addr).await;
         let s = cluster.observer.clone();
         let coordinator = Coordinator::new(&s, &cluster.base);
         let expected = cluster.names();
@@ -362,12 +365,7 @@ async fn dead_member_aborts_at_once_not_at_the_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coordinator_timeout_makes_members_clean_up() {
     for target in servers().await {
-        let gate = Arc::new(Notify::new());
-        let mut cluster = Cluster::start(
-            &target.addr,
-            &two_ok_and_c(Behavior::GateAcquire(gate.clone())),
-        )
-        .await;
+        let (mut cluster, gate) = c_gated_at_acquire(&target.addr).await;
         let s = cluster.observer.clone();
         let err = Coordinator::new(&s, &cluster.base)
             .run(

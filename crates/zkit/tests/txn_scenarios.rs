@@ -169,6 +169,18 @@ async fn coordinator(addr: &str, options: TxnOptions) -> (Session, Coordinator) 
     (session, coordinator)
 }
 
+/// Begins a transaction of [`NAMES`] and commits it, killing P3 once it voted yes; asserts
+/// that it committed and returns its id.
+async fn commit_with_p3_killed_after_its_yes(c: &Coordinator, group: &mut Group) -> String {
+    let txn = c.begin(&NAMES, b"x").expect("begin");
+    let txid = txn.txid().to_string();
+    let commit = tokio::spawn(txn.commit());
+    group.expect(voted_yes("P3"), "P3 voted yes").await;
+    group.kill(2);
+    assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
+    txid
+}
+
 async fn gone(session: Session, path: String) -> bool {
     matches!(session.client().check_stat(&path).await, Ok(None))
 }
@@ -347,12 +359,7 @@ async fn participant_crash_after_yes_applies_the_decision_when_back() {
             ..options.clone()
         };
         let (_session, c) = coordinator(&target.addr, slow).await;
-        let txn = c.begin(&NAMES, b"x").expect("begin");
-        let txid = txn.txid().to_string();
-        let commit = tokio::spawn(txn.commit());
-        group.expect(voted_yes("P3"), "P3 voted yes").await;
-        group.kill(2);
-        assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
+        let txid = commit_with_p3_killed_after_its_yes(&c, &mut group).await;
         // P3 is in doubt: prepared, outcome not applied.
         assert_eq!(group.resource(2).state(&txid), FileState::Prepared);
         group.restart(2, Duration::ZERO).await;
@@ -515,12 +522,7 @@ async fn unacked_transaction_expires_and_the_straggler_still_commits() {
             ..options.clone()
         };
         let (session, c) = coordinator(&target.addr, slow).await;
-        let txn = c.begin(&NAMES, b"x").expect("begin");
-        let txid = txn.txid().to_string();
-        let commit = tokio::spawn(txn.commit());
-        group.expect(voted_yes("P3"), "P3 voted yes").await;
-        group.kill(2);
-        assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
+        let txid = commit_with_p3_killed_after_its_yes(&c, &mut group).await;
         group.applied(&txid, &["P1", "P2"]).await;
         let layout = Layout::new(&root).expect("layout");
         common::eventually("expired without P3's ack", Duration::from_secs(15), || {
