@@ -181,17 +181,7 @@ async fn tls_beside_plain_with_x509_acls() {
     let mut raw = tokio::net::TcpStream::connect(secure).await.unwrap();
     let mut handshake = bytes::BytesMut::new();
     zkit_proto::frame::encode_frame(&mut handshake, |b| {
-        zkit_proto::Record::encode(
-            &zkit_proto::ConnectRequest {
-                protocol_version: 0,
-                last_zxid_seen: 0,
-                time_out: 30_000,
-                session_id: 0,
-                passwd: vec![0; 16],
-                read_only: Some(false),
-            },
-            b,
-        )
+        zkit_proto::Record::encode(&common::new_session_request(), b)
     });
     raw.write_all(&handshake).await.unwrap();
     let mut got = Vec::new();
