@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{within, PERSISTENT};
 use tempfile::TempDir;
 use zkit_client::{Client, Error, TlsOptions};
-use zkit_testkit::pki::{issue, make_ca, read, TlsZooKeeper};
+use zkit_testkit::pki::{issue, make_ca, make_ca_and_server, read, TlsZooKeeper};
 
 fn options(dir: &Path, client: &str) -> TlsOptions {
     TlsOptions::new()
@@ -40,14 +40,7 @@ async fn tls_against_apache_secure_client_port() {
     }
     let dir = TempDir::new().unwrap();
     let d = dir.path();
-    make_ca(d, "ca");
-    issue(
-        d,
-        "ca",
-        "server",
-        "/CN=server",
-        "DNS:localhost,IP:127.0.0.1",
-    );
+    make_ca_and_server(d);
     issue(d, "ca", "client", "/CN=client", "DNS:client");
     make_ca(d, "rogue");
     issue(d, "rogue", "intruder", "/CN=intruder", "DNS:client");

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zkit_client::{Acl, Acls, AuthId, Client, CreateMode, Error, Permission, TlsOptions};
 use zkit_server::{ClientAuth, Server, ServerConfig, TlsConfig};
-use zkit_testkit::pki::{issue, make_ca, openssl, read, TlsZooKeeper};
+use zkit_testkit::pki::{encrypted_key, issue, make_ca, make_ca_and_server, read, TlsZooKeeper};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -40,14 +40,7 @@ impl Pki {
     fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        make_ca(d, "ca");
-        issue(
-            d,
-            "ca",
-            "server",
-            "/CN=server",
-            "DNS:localhost,IP:127.0.0.1",
-        );
+        make_ca_and_server(d);
         issue(d, "ca", "alice", TRICKY_SUBJECT, "DNS:alice");
         issue(d, "ca", "bob", "/O=zkit/CN=bob", "DNS:bob");
         make_ca(d, "rogue");
@@ -233,19 +226,7 @@ async fn want_serves_clients_without_a_certificate() {
 async fn unusable_tls_settings_refuse_to_start() {
     let pki = Pki::new();
     let d = pki.dir.path();
-    openssl(
-        d,
-        &[
-            "pkcs8",
-            "-topk8",
-            "-in",
-            "server.key",
-            "-passout",
-            "pass:secret",
-            "-out",
-            "encrypted.key",
-        ],
-    );
+    encrypted_key(d, "server", "secret", "encrypted.key");
     let start = |tls: TlsConfig| async move {
         let config = ServerConfig {
             secure_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),

@@ -51,6 +51,21 @@ pub fn key(dir: &Path, name: &str) {
     );
 }
 
+/// `out`: the private key `name.key` as encrypted PKCS#8 under `password`.
+///
+/// # Panics
+/// When openssl fails.
+pub fn encrypted_key(dir: &Path, name: &str, password: &str, out: &str) {
+    let key = format!("{name}.key");
+    let pass = format!("pass:{password}");
+    openssl(
+        dir,
+        &[
+            "pkcs8", "-topk8", "-in", &key, "-passout", &pass, "-out", out,
+        ],
+    );
+}
+
 /// A self-signed CA: `ca.key`, `ca.crt` (subject `/CN=ca`, valid two days).
 ///
 /// # Panics
@@ -111,6 +126,22 @@ pub fn issue(dir: &Path, ca: &str, name: &str, subject: &str, san: &str) {
         read(dir, &k) + &read(dir, &crt),
     )
     .unwrap();
+}
+
+/// A CA `ca` ([`make_ca`]) and a `server` certificate it signed for `localhost` and
+/// `127.0.0.1` (`/CN=server`; [`issue`]), as every TLS test starts.
+///
+/// # Panics
+/// When openssl fails.
+pub fn make_ca_and_server(dir: &Path) {
+    make_ca(dir, "ca");
+    issue(
+        dir,
+        "ca",
+        "server",
+        "/CN=server",
+        "DNS:localhost,IP:127.0.0.1",
+    );
 }
 
 /// The text of `dir/file`.
