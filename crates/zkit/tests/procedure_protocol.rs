@@ -160,6 +160,18 @@ impl Cluster {
         }
     }
 
+    /// Runs instance `i1` of the procedure with `args` from the observer, over every member,
+    /// bounded by `timeout`.
+    async fn run_i1(
+        &self,
+        args: &[u8],
+        timeout: Duration,
+    ) -> Result<BTreeMap<String, Vec<u8>>, ProcedureError> {
+        Coordinator::new(&self.observer, &self.base)
+            .run(SIG, "i1", args, &self.names(), timeout)
+            .await
+    }
+
     fn names(&self) -> Vec<String> {
         self.members.iter().map(|(n, _, _)| n.clone()).collect()
     }
@@ -272,9 +284,8 @@ async fn failure_in_acquire_aborts_everyone_and_names_the_member() {
             &two_ok_and_c(Behavior::FailAcquire { after: 2 }),
         )
         .await;
-        let s = cluster.observer.clone();
-        let err = Coordinator::new(&s, &cluster.base)
-            .run(SIG, "i1", b"t1", &cluster.names(), Duration::from_secs(30))
+        let err = cluster
+            .run_i1(b"t1", Duration::from_secs(30))
             .await
             .expect_err("procedure aborts");
         let reason = err.abort_reason().expect("an abort").clone();
@@ -304,9 +315,8 @@ async fn failure_inside_aborts_everyone_including_finished_members() {
             ],
         )
         .await;
-        let s = cluster.observer.clone();
-        let err = Coordinator::new(&s, &cluster.base)
-            .run(SIG, "i1", b"t1", &cluster.names(), Duration::from_secs(30))
+        let err = cluster
+            .run_i1(b"t1", Duration::from_secs(30))
             .await
             .expect_err("procedure aborts");
         assert_eq!(

@@ -298,6 +298,24 @@ fn recovery_observer() -> (RecoveryObserver, mpsc::UnboundedReceiver<RecoveryEve
     (observer, rx)
 }
 
+/// The recoverer's decision on `txid` and who wrote it, from its observer's events.
+async fn decided_by_recoverer(
+    recovered: &mut mpsc::UnboundedReceiver<RecoveryEvent>,
+    txid: &str,
+) -> (Decision, String) {
+    loop {
+        match recovered.recv().await {
+            Some(RecoveryEvent::Decided {
+                txid: t,
+                decision,
+                by,
+            }) if t == txid => break (decision, by),
+            Some(_) => {}
+            None => panic!("recoverer stopped"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coordinator_crash_before_decision_is_committed_by_the_recoverer() {
     for target in common::servers().await {
@@ -333,17 +351,7 @@ async fn coordinator_crash_before_decision_is_committed_by_the_recoverer() {
         assert_eq!(group.states(&txid), vec![FileState::Committed; 3]);
         // Long before the (30 s) deadline: a dead coordinator's complete votes commit at once.
         assert!(started.elapsed() < Duration::from_secs(10));
-        let decided = loop {
-            match recovered.recv().await {
-                Some(RecoveryEvent::Decided {
-                    txid: t,
-                    decision,
-                    by,
-                }) if t == txid => break (decision, by),
-                Some(_) => {}
-                None => panic!("recoverer stopped"),
-            }
-        };
+        let decided = decided_by_recoverer(&mut recovered, &txid).await;
         assert_eq!(decided, (Decision::Commit, "r1".to_string()));
         group.stop().await;
     }
@@ -477,17 +485,7 @@ async fn old_coordinator_and_recoverer_race_for_one_decision() {
         let txn = old.begin(&NAMES, b"x").expect("begin");
         let txid = txn.txid().to_string();
         let outcome = txn.commit().await.expect("old coordinator finishes");
-        let by_recoverer = loop {
-            match recovered.recv().await {
-                Some(RecoveryEvent::Decided {
-                    txid: t,
-                    decision,
-                    by,
-                }) if t == txid => break (decision, by),
-                Some(_) => {}
-                None => panic!("recoverer stopped"),
-            }
-        };
+        let by_recoverer = decided_by_recoverer(&mut recovered, &txid).await;
         assert_eq!(Outcome::from(by_recoverer.0.clone()), outcome);
         assert_eq!(by_recoverer.1, "r1", "the recoverer wrote it first");
         group.applied(&txid, &NAMES).await;
