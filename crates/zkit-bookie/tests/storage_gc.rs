@@ -75,6 +75,15 @@ fn fill(s: &FileStorage, ledgers: &[i64], entries: i64) {
     rt.block_on(s.checkpoint()).unwrap();
 }
 
+/// The ledgers of `ledgers` that are not in `deleted`.
+fn live_ledgers(ledgers: &[i64], deleted: &[i64]) -> Vec<i64> {
+    ledgers
+        .iter()
+        .copied()
+        .filter(|l| !deleted.contains(l))
+        .collect()
+}
+
 fn check(s: &FileStorage, live: &[i64], deleted: &[i64], entries: i64) {
     for &l in live {
         for e in 0..entries {
@@ -256,11 +265,7 @@ fn kill_9_during_garbage_collection_loses_no_live_entry() {
             }
         }
         let s = FileStorage::open(dir, dir, opts()).unwrap();
-        let live: Vec<i64> = ledgers
-            .iter()
-            .copied()
-            .filter(|l| !deleted.contains(l))
-            .collect();
+        let live = live_ledgers(&ledgers, &deleted);
         check(&s, &live, &deleted, entries);
         s.shutdown();
     }
@@ -275,11 +280,7 @@ fn kill_9_during_garbage_collection_loses_no_live_entry() {
     let s = FileStorage::open(dir, dir, opts()).unwrap();
     let after = entry_log_bytes(dir);
     eprintln!("final collection: entry logs {before} -> {after} bytes");
-    let live: Vec<i64> = ledgers
-        .iter()
-        .copied()
-        .filter(|l| !deleted.contains(l))
-        .collect();
+    let live = live_ledgers(&ledgers, &deleted);
     check(&s, &live, &deleted, entries);
     // Half the ledgers are gone: so is at least ~40% of the space (a 0.8 threshold leaves
     // logs that are still 80% live).
