@@ -81,6 +81,17 @@ impl Core {
         }
     }
 
+    /// Commits the txn that closes `session` at `now`.
+    fn commit_close(&mut self, now: i64, session: i64) {
+        let txn = Txn {
+            zxid: self.next_zxid(),
+            session,
+            time: now,
+            op: TxnOp::CloseSession,
+        };
+        self.commit(txn);
+    }
+
     /// Puts `conn` on `session` (negotiated `timeout`) and queues the ConnectResponse that
     /// says so, with the session's password.
     fn attach(
@@ -137,13 +148,7 @@ impl Core {
     /// closeSession (-11): the txn (deleting the session's ephemerals, firing their watches),
     /// the reply, then the connection is closed.
     pub(super) fn close_session(&mut self, now: i64, conn: ConnId, xid: i32, session: i64) {
-        let txn = Txn {
-            zxid: self.next_zxid(),
-            session,
-            time: now,
-            op: TxnOp::CloseSession,
-        };
-        self.commit(txn);
+        self.commit_close(now, session);
         self.reply(conn, xid, 0, Response::Empty);
         self.detach(conn);
         self.push(conn, Outbound::Close);
@@ -183,13 +188,7 @@ impl Core {
     /// Expires `session`: a closeSession txn (deleting its ephemerals, firing watches), then
     /// the attached connections are closed.
     fn expire(&mut self, now: i64, session: i64) {
-        let txn = Txn {
-            zxid: self.next_zxid(),
-            session,
-            time: now,
-            op: TxnOp::CloseSession,
-        };
-        self.commit(txn);
+        self.commit_close(now, session);
         let conns: Vec<ConnId> = self
             .conns
             .iter()
