@@ -54,14 +54,25 @@ pub const APACHE_ZK_ENV: &str = "ZKIT_APACHE_ZK";
 /// Apache-side tests, and a skip there would hide a broken setup.
 #[track_caller]
 pub fn apache_zk() -> Option<String> {
-    match std::env::var(APACHE_ZK_ENV) {
+    server_from_env(APACHE_ZK_ENV, "apache", "Apache-side", "Apache ZooKeeper")
+}
+
+/// The address in the environment variable `var`; `None` after printing `SKIP skip: VAR not
+/// set` when it is unset or empty.
+///
+/// # Panics
+/// When it is unset and `CI` is set: CI must run the `side` tests (scripts/test starts
+/// `started` for them).
+#[track_caller]
+pub(crate) fn server_from_env(var: &str, skip: &str, side: &str, started: &str) -> Option<String> {
+    match std::env::var(var) {
         Ok(addr) if !addr.trim().is_empty() => Some(addr.trim().to_owned()),
         _ if std::env::var_os("CI").is_some() => panic!(
-            "{APACHE_ZK_ENV} is not set but CI is: Apache-side tests must run in CI \
-             (run the tests through scripts/test, which starts Apache ZooKeeper)"
+            "{var} is not set but CI is: {side} tests must run in CI \
+             (run the tests through scripts/test, which starts {started})"
         ),
         _ => {
-            eprintln!("SKIP apache: {APACHE_ZK_ENV} not set");
+            eprintln!("SKIP {skip}: {var} not set");
             None
         }
     }
