@@ -339,18 +339,7 @@ async fn metrics_are_served_over_http() {
     for e in 0..10 {
         c.add(1, e, key(), false, entry(1, e)).await.unwrap();
     }
-    let mut s = TcpStream::connect(bookie.metrics_addr().unwrap())
-        .await
-        .unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut body = String::new();
-    tokio::time::timeout(WAIT, s.read_to_string(&mut body))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    let body = get_metrics(bookie.metrics_addr().unwrap()).await;
     for line in [
         "bookie_adds_total 10",
         "bookie_add_latency_seconds_count 10",
@@ -481,8 +470,8 @@ async fn the_garbage_collector_deletes_ledgers_whose_metadata_is_gone() {
     bookie.stop().await;
 }
 
-/// `GET /metrics` over HTTP, parsed into `name value` pairs (comments and buckets skipped).
-async fn scrape(addr: std::net::SocketAddr) -> std::collections::HashMap<String, f64> {
+/// The answer to `GET /metrics` over HTTP (status line, headers and body), asserted to be 200.
+async fn get_metrics(addr: std::net::SocketAddr) -> String {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .await
@@ -493,6 +482,12 @@ async fn scrape(addr: std::net::SocketAddr) -> std::collections::HashMap<String,
         .unwrap()
         .unwrap();
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    body
+}
+
+/// `GET /metrics` over HTTP, parsed into `name value` pairs (comments and buckets skipped).
+async fn scrape(addr: std::net::SocketAddr) -> std::collections::HashMap<String, f64> {
+    let body = get_metrics(addr).await;
     body.lines()
         .filter(|l| !l.starts_with('#') && !l.contains('{'))
         .filter_map(|l| {

@@ -2,10 +2,12 @@
 //! cut at every offset recovers every entry committed before the cut, a flipped byte refuses
 //! to open naming the file and offset, the fenced flag and master key survive restarts.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use zkit_bookie::protocol::entry::{DigestType, Digester, EntryHeader};
+use common::{add_record, key_record, sized_entry};
 use zkit_bookie::storage::journal::{scan, ScanEnd};
 use zkit_bookie::storage::{
     FileStorage, FileStorageOptions, FsyncMode, Record, Storage, StorageError,
@@ -15,37 +17,6 @@ fn opts() -> FileStorageOptions {
     FileStorageOptions {
         fsync: FsyncMode::Never,
         ..FileStorageOptions::default()
-    }
-}
-
-fn entry(ledger_id: i64, entry_id: i64, payload_len: usize) -> Bytes {
-    let payload: Vec<u8> = (0..payload_len)
-        .map(|i| (i as i64 * 7 + entry_id * 13 + ledger_id) as u8)
-        .collect();
-    Digester::new(DigestType::Crc32c, b"pw").encode(
-        EntryHeader {
-            ledger_id,
-            entry_id,
-            lac: entry_id - 1,
-            length: (entry_id + 1) * payload_len as i64,
-        },
-        &payload,
-    )
-}
-
-fn add(ledger_id: i64, entry_id: i64, payload_len: usize) -> Record {
-    Record::Add {
-        ledger_id,
-        entry_id,
-        lac: entry_id - 1,
-        entry: entry(ledger_id, entry_id, payload_len),
-    }
-}
-
-fn key(ledger_id: i64) -> Record {
-    Record::Key {
-        ledger_id,
-        master_key: [ledger_id as u8; 32],
     }
 }
 
@@ -90,8 +61,8 @@ fn entries_and_ledger_state_survive_reopen_and_checkpoint_trims_the_journal() {
     };
     {
         let s = open(dir, o.clone()).unwrap();
-        let mut groups = vec![vec![key(1), key(2)]];
-        groups.extend((0..50).map(|e| vec![add(1, e, 200)]));
+        let mut groups = vec![vec![key_record(1), key_record(2)]];
+        groups.extend((0..50).map(|e| vec![add_record(1, e, 200)]));
         commit_each(&s, groups);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
@@ -105,8 +76,11 @@ fn entries_and_ledger_state_survive_reopen_and_checkpoint_trims_the_journal() {
         commit_each(
             &s,
             (50..60)
-                .map(|e| vec![add(1, e, 200)])
-                .chain([vec![Record::Fence { ledger_id: 2 }], vec![add(2, 0, 10)]])
+                .map(|e| vec![add_record(1, e, 200)])
+                .chain([
+                    vec![Record::Fence { ledger_id: 2 }],
+                    vec![add_record(2, 0, 10)],
+                ])
                 .collect(),
         );
         s.shutdown();
@@ -137,9 +111,13 @@ fn entries_and_ledger_state_survive_reopen_and_checkpoint_trims_the_journal() {
         assert!(rec[1].fenced, "fence lost over a restart");
         assert_eq!(rec[1].last_entry, 0);
         for e in 0..60 {
-            assert_eq!(s.read(1, e).unwrap(), Some(entry(1, e, 200)), "entry {e}");
+            assert_eq!(
+                s.read(1, e).unwrap(),
+                Some(sized_entry(1, e, 200)),
+                "entry {e}"
+            );
         }
-        assert_eq!(s.read(2, 0).unwrap(), Some(entry(2, 0, 10)));
+        assert_eq!(s.read(2, 0).unwrap(), Some(sized_entry(2, 0, 10)));
         assert_eq!(s.read(1, 60).unwrap(), None);
         assert_eq!(s.read(3, 0).unwrap(), None);
         s.shutdown();
@@ -153,7 +131,7 @@ fn entries_and_ledger_state_survive_reopen_and_checkpoint_trims_the_journal() {
     s.shutdown();
     let s = open(dir, o).unwrap();
     assert!(s.recovered()[1].fenced, "fence lost over a checkpoint");
-    assert_eq!(s.read(1, 59).unwrap(), Some(entry(1, 59, 200)));
+    assert_eq!(s.read(1, 59).unwrap(), Some(sized_entry(1, 59, 200)));
     s.shutdown();
 }
 
@@ -171,8 +149,8 @@ fn journal_cut_at_every_offset_recovers_every_entry_committed_before_the_cut() {
     let orig = tmp.path().join("orig");
     {
         let s = open(&orig, opts()).unwrap();
-        let mut groups = vec![vec![key(1), add(1, 0, 4)]];
-        groups.extend((1..8).map(|e| vec![add(1, e, 4)]));
+        let mut groups = vec![vec![key_record(1), add_record(1, 0, 4)]];
+        groups.extend((1..8).map(|e| vec![add_record(1, e, 4)]));
         groups.push(vec![Record::Fence { ledger_id: 1 }]);
         commit_each(&s, groups);
         s.shutdown();
@@ -201,7 +179,7 @@ fn journal_cut_at_every_offset_recovers_every_entry_committed_before_the_cut() {
         for e in 0..entries {
             assert_eq!(
                 s.read(1, e).unwrap(),
-                Some(entry(1, e, 4)),
+                Some(sized_entry(1, e, 4)),
                 "cut at {cut}: entry {e} lost"
             );
         }
@@ -220,14 +198,14 @@ fn journal_cut_at_every_offset_recovers_every_entry_committed_before_the_cut() {
         // at every third cut, to keep the test short).
         let rewrite = whole >= 1 && cut % 3 == 0;
         if rewrite {
-            commit_each(&s, vec![vec![add(1, entries, 4)]]);
+            commit_each(&s, vec![vec![add_record(1, entries, 4)]]);
         }
         s.shutdown();
         if rewrite {
             let s = open(&work, opts()).unwrap_or_else(|e| panic!("reopen after cut {cut}: {e}"));
             assert_eq!(
                 s.read(1, entries).unwrap(),
-                Some(entry(1, entries, 4)),
+                Some(sized_entry(1, entries, 4)),
                 "cut {cut}"
             );
             s.shutdown();
@@ -241,8 +219,8 @@ fn a_flipped_byte_in_the_journal_or_index_refuses_to_open_naming_the_place() {
     let orig = tmp.path().join("orig");
     {
         let s = open(&orig, opts()).unwrap();
-        let mut groups = vec![vec![key(1)]];
-        groups.extend((0..5).map(|e| vec![add(1, e, 100)]));
+        let mut groups = vec![vec![key_record(1)]];
+        groups.extend((0..5).map(|e| vec![add_record(1, e, 100)]));
         commit_each(&s, groups);
         s.shutdown();
     }
@@ -301,8 +279,8 @@ fn fsync_always_commits_and_counts_fsyncs() {
         },
     )
     .unwrap();
-    let mut groups = vec![vec![key(1)]];
-    groups.extend((0..5).map(|e| vec![add(1, e, 100)]));
+    let mut groups = vec![vec![key_record(1)]];
+    groups.extend((0..5).map(|e| vec![add_record(1, e, 100)]));
     commit_each(&s, groups);
     assert_eq!(s.stats().fsync.count(), 6, "one fsync per awaited commit");
     s.shutdown();

@@ -4,13 +4,15 @@
 //! at random points, several times, without losing a live entry or bringing a deleted ledger
 //! back; the index is rewritten without the deleted ledgers, fences kept. Reproduce a kill schedule with `ZKIT_GC_SEED=<n>`.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use zkit_bookie::protocol::entry::{DigestType, Digester, EntryHeader};
+use common::{add_record, key_record, sized_entry};
 use zkit_bookie::storage::{FileStorage, FileStorageOptions, FsyncMode, Record, Storage};
 
 const PAYLOAD: usize = 300;
@@ -25,18 +27,7 @@ fn opts() -> FileStorageOptions {
 }
 
 fn entry(ledger_id: i64, entry_id: i64) -> Bytes {
-    let payload: Vec<u8> = (0..PAYLOAD)
-        .map(|i| (i as i64 * 7 + entry_id * 13 + ledger_id) as u8)
-        .collect();
-    Digester::new(DigestType::Crc32c, b"pw").encode(
-        EntryHeader {
-            ledger_id,
-            entry_id,
-            lac: entry_id - 1,
-            length: (entry_id + 1) * PAYLOAD as i64,
-        },
-        &payload,
-    )
+    sized_entry(ledger_id, entry_id, PAYLOAD)
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -68,20 +59,9 @@ fn files_of(dir: &Path, prefix: &str) -> Vec<u64> {
 /// one ledger), then all interleaved (logs shared by every ledger).
 fn fill(s: &FileStorage, ledgers: &[i64], entries: i64) {
     let rt = rt();
-    let keys = ledgers
-        .iter()
-        .map(|&l| Record::Key {
-            ledger_id: l,
-            master_key: [l as u8; 32],
-        })
-        .collect();
+    let keys = ledgers.iter().map(|&l| key_record(l)).collect();
     rt.block_on(s.submit(keys)).unwrap();
-    let add = |l: i64, e: i64| Record::Add {
-        ledger_id: l,
-        entry_id: e,
-        lac: e - 1,
-        entry: entry(l, e),
-    };
+    let add = |l: i64, e: i64| add_record(l, e, PAYLOAD);
     let half = entries / 2;
     for &l in ledgers {
         rt.block_on(s.submit((0..half).map(|e| add(l, e)).collect()))
@@ -93,6 +73,15 @@ fn fill(s: &FileStorage, ledgers: &[i64], entries: i64) {
     }
     // As a running bookie does: the journal no longer holds these entries.
     rt.block_on(s.checkpoint()).unwrap();
+}
+
+/// The ledgers of `ledgers` that are not in `deleted`.
+fn live_ledgers(ledgers: &[i64], deleted: &[i64]) -> Vec<i64> {
+    ledgers
+        .iter()
+        .copied()
+        .filter(|l| !deleted.contains(l))
+        .collect()
 }
 
 fn check(s: &FileStorage, live: &[i64], deleted: &[i64], entries: i64) {
@@ -276,11 +265,7 @@ fn kill_9_during_garbage_collection_loses_no_live_entry() {
             }
         }
         let s = FileStorage::open(dir, dir, opts()).unwrap();
-        let live: Vec<i64> = ledgers
-            .iter()
-            .copied()
-            .filter(|l| !deleted.contains(l))
-            .collect();
+        let live = live_ledgers(&ledgers, &deleted);
         check(&s, &live, &deleted, entries);
         s.shutdown();
     }
@@ -295,11 +280,7 @@ fn kill_9_during_garbage_collection_loses_no_live_entry() {
     let s = FileStorage::open(dir, dir, opts()).unwrap();
     let after = entry_log_bytes(dir);
     eprintln!("final collection: entry logs {before} -> {after} bytes");
-    let live: Vec<i64> = ledgers
-        .iter()
-        .copied()
-        .filter(|l| !deleted.contains(l))
-        .collect();
+    let live = live_ledgers(&ledgers, &deleted);
     check(&s, &live, &deleted, entries);
     // Half the ledgers are gone: so is at least ~40% of the space (a 0.8 threshold leaves
     // logs that are still 80% live).

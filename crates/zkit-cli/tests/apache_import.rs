@@ -9,17 +9,14 @@
 //! continues; the container and TTL nodes are reaped as such; the import refuses a non-empty
 //! data dir; a restart keeps what was written after the import.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncBufReadExt;
 use zkit_client::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo};
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
 
 /// A private Apache standalone in `dir`, stopped when dropped.
 struct Apache {
@@ -30,7 +27,7 @@ struct Apache {
 impl Apache {
     fn start(dir: &Path) -> Apache {
         for _ in 0..3 {
-            let port = free_port();
+            let port = zkit_testkit::free_port();
             let status = std::process::Command::new(zkit_testkit::ensemble::apache_zk_script())
                 .arg("start")
                 .arg(dir)
@@ -310,10 +307,7 @@ async fn serve(data_dir: &Path, import: Option<&Path>) -> (tokio::process::Child
         .expect("zkit serve starts")
         .expect("read")
         .expect("a line");
-    let addr = line
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let addr = common::listening_addr(&line);
     (child, addr)
 }
 

@@ -11,14 +11,6 @@ use zkit_server::{Server, ServerConfig};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 fn bookie(zk: &str, dir: &std::path::Path, port: u16, auth: Option<&str>) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_zkit"));
     command
@@ -61,17 +53,20 @@ async fn a_bookie_authenticates_with_the_shared_auth_flag() {
 
     // Without --auth: refused, and the bookie exits saying so.
     let dir = tempfile::tempdir().unwrap();
-    let out = tokio::time::timeout(WAIT, bookie(&zk, dir.path(), free_port(), None).output())
-        .await
-        .expect("the refused bookie exits in time")
-        .unwrap();
+    let out = tokio::time::timeout(
+        WAIT,
+        bookie(&zk, dir.path(), zkit_testkit::free_port(), None).output(),
+    )
+    .await
+    .expect("the refused bookie exits in time")
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("not authorized"), "{stderr}");
 
     // With --auth alice:secret: registered and serving.
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = zkit_testkit::free_port();
     let mut child = bookie(&zk, dir.path(), port, Some("alice:secret"))
         .spawn()
         .unwrap();

@@ -31,14 +31,6 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts `zkit bookie` and waits for its "listening" line.
 fn bookie(dir: &Path, port: u16, zk: &str) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zkit"))
@@ -143,7 +135,7 @@ async fn every_acknowledged_add_survives_kill_9() {
     let zk_addr = zk.addr().to_string();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("bookie");
-    let port = free_port();
+    let port = zkit_testkit::free_port();
     let mut all: Vec<(i64, Vec<i64>)> = Vec::new();
 
     for round in 1..=ROUNDS {

@@ -7,12 +7,14 @@
 //! the ledger and re-replicates the bookie's share to the fourth bookie, until every entry is
 //! on every bookie of its write set again.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::{first_line, listening_addr, write_ledger};
 use zkit::ledger::schedule::{in_write_set, write_set};
 use zkit::ledger::{LedgerClient, LedgerOptions};
 use zkit::{Session, SessionOptions};
@@ -31,23 +33,6 @@ fn zkit() -> Command {
         .env_remove("ZKIT_LEDGER_PASSWORD")
         .env("RUST_LOG", "warn");
     c
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Spawns `cmd` with piped stdout; the guard and the first stdout line.
-fn first_line(cmd: &mut Command) -> (ChildGuard, String) {
-    let mut child = ChildGuard::spawn(cmd.stdout(Stdio::piped())).expect("spawn");
-    let stdout = child.child_mut().stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    (child, line.trim().to_string())
 }
 
 fn bookie(dir: &Path, port: u16, zk: &str) -> ChildGuard {
@@ -92,49 +77,18 @@ async fn the_full_check_finds_entries_missing_in_the_middle_and_they_are_rerepli
             .arg("--data-dir")
             .arg(tmp.path().join("zk")),
     );
-    let zk = l
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {l:?}"))
-        .to_string();
+    let zk = listening_addr(&l);
     let mut bookies: Vec<(PathBuf, u16, Option<ChildGuard>)> = (0..4)
         .map(|i| {
             let dir = tmp.path().join(format!("b{i}"));
-            let port = free_port();
+            let port = zkit_testkit::free_port();
             let g = bookie(&dir, port, &zk);
             (dir, port, Some(g))
         })
         .collect();
 
     // A closed ledger of ENTRIES entries (EOF closes it).
-    let mut w = zkit()
-        .args(["ledger", "write", "--server", &zk])
-        .args([
-            "--ensemble",
-            "3",
-            "--write-quorum",
-            "2",
-            "--ack-quorum",
-            "2",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = w.stdin.take().unwrap();
-    for i in 0..ENTRIES {
-        writeln!(stdin, "{}", line(i)).unwrap();
-    }
-    drop(stdin);
-    let out = w.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let id: i64 = stdout
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("ledger "))
-        .unwrap()
-        .parse()
-        .unwrap();
+    let id = write_ledger(zkit(), &zk, 2, (0..ENTRIES).map(line));
 
     let session = Session::connect(&zk, SessionOptions::default())
         .await

@@ -10,6 +10,8 @@
 //!   later adds is acknowledged, it exits with the fenced code, and every `acked N` it ever
 //!   printed is inside the recovered ledger.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,14 +27,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 fn zkit() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zkit"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Spawns `cmd` with piped stdout and returns the guard and its first stdout line.
@@ -71,10 +65,7 @@ fn zkit_serve(dir: &Path) -> Zk {
             .arg(dir)
             .env("RUST_LOG", "warn"),
     );
-    let addr = line
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let addr = common::listening_addr(&line);
     Zk {
         connect: addr,
         name: "zkit",
@@ -149,7 +140,7 @@ impl BookieProc {
 
 fn bookies(tmp: &Path, zk: &str, n: usize) -> Vec<BookieProc> {
     (0..n)
-        .map(|i| BookieProc::start(tmp.join(format!("b{i}")), free_port(), zk))
+        .map(|i| BookieProc::start(tmp.join(format!("b{i}")), zkit_testkit::free_port(), zk))
         .collect()
 }
 

@@ -4,31 +4,22 @@
 //! ZooKeeper, found the metadata gone, dropped the ledger and compacted), and the other
 //! ledger still reads back whole.
 
-use std::io::{BufRead, BufReader, Write};
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::{first_line, listening_addr, write_ledger};
 use zkit_testkit::ChildGuard;
 
 fn zkit() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zkit"))
 }
 
-fn first_line(cmd: &mut Command) -> (ChildGuard, String) {
-    let mut child = ChildGuard::spawn(cmd.stdout(Stdio::piped())).expect("spawn");
-    let stdout = child.child_mut().stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    (child, line.trim().to_string())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Line `i` of the ledger `tag`.
+fn entry(tag: &str, i: usize) -> String {
+    format!("{tag}-{i:06}-{}", "x".repeat(80))
 }
 
 fn entry_log_bytes(dir: &Path) -> u64 {
@@ -43,39 +34,6 @@ fn entry_log_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Writes `n` lines as a new ledger (closed at EOF); returns its id.
-fn write_ledger(zk: &str, n: usize, tag: &str) -> i64 {
-    let mut child = zkit()
-        .args(["ledger", "write", "--server", zk])
-        .args([
-            "--ensemble",
-            "3",
-            "--write-quorum",
-            "3",
-            "--ack-quorum",
-            "2",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for i in 0..n {
-        writeln!(stdin, "{tag}-{i:06}-{}", "x".repeat(80)).unwrap();
-    }
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "zkit ledger write failed");
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let first = stdout.lines().next().unwrap();
-    first
-        .strip_prefix("ledger ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn bookies_reclaim_a_deleted_ledgers_space_and_keep_the_others() {
     let tmp = tempfile::tempdir().unwrap();
@@ -86,10 +44,7 @@ fn bookies_reclaim_a_deleted_ledgers_space_and_keep_the_others() {
             .arg(tmp.path().join("zk"))
             .env("RUST_LOG", "warn"),
     );
-    let zk = line
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let zk = listening_addr(&line);
     let dirs: Vec<_> = (0..3).map(|i| tmp.path().join(format!("b{i}"))).collect();
     let _bookies: Vec<ChildGuard> = dirs
         .iter()
@@ -99,7 +54,7 @@ fn bookies_reclaim_a_deleted_ledgers_space_and_keep_the_others() {
                     .args([
                         "bookie",
                         "--port",
-                        &free_port().to_string(),
+                        &zkit_testkit::free_port().to_string(),
                         "--server",
                         &zk,
                     ])
@@ -113,8 +68,8 @@ fn bookies_reclaim_a_deleted_ledgers_space_and_keep_the_others() {
         })
         .collect();
 
-    let doomed = write_ledger(&zk, 3000, "doomed");
-    let kept = write_ledger(&zk, 300, "kept");
+    let doomed = write_ledger(zkit(), &zk, 3, (0..3000).map(|i| entry("doomed", i)));
+    let kept = write_ledger(zkit(), &zk, 3, (0..300).map(|i| entry("kept", i)));
     let before: Vec<u64> = dirs.iter().map(|d| entry_log_bytes(d)).collect();
     eprintln!("entry log bytes before the delete: {before:?}");
     assert!(before.iter().all(|&b| b > 300_000), "{before:?}");
@@ -154,8 +109,6 @@ fn bookies_reclaim_a_deleted_ledgers_space_and_keep_the_others() {
         .lines()
         .map(str::to_string)
         .collect();
-    let want: Vec<String> = (0..300)
-        .map(|i| format!("kept-{i:06}-{}", "x".repeat(80)))
-        .collect();
+    let want: Vec<String> = (0..300).map(|i| entry("kept", i)).collect();
     assert_eq!(lines, want, "the kept ledger reads back whole");
 }

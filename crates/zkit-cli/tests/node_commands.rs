@@ -1,6 +1,8 @@
 //! The `zkit` binary's node commands (ls, get, set, create, rm, stat, watch), run as a
 //! subprocess against an embedded server; plus `zkit serve` and `zkit demo` end to end.
 
+mod common;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -225,10 +227,7 @@ async fn serve_prints_address_and_stops_on_sigterm() {
         .unwrap()
         .unwrap()
         .unwrap();
-    let addr = line
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let addr = common::listening_addr(&line);
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
 
     ok(&addr, &["create", "/served", "yes"]).await;

@@ -7,6 +7,8 @@
 //! `ZKIT_SERVER` pointing at the server, and `$A`/`$B` (the README's two servers of the
 //! export/import example) as the server and a chroot `/copy` on it.
 
+mod common;
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -99,10 +101,7 @@ async fn readme_command_blocks_run_as_written() {
         .expect("server started in time")
         .expect("read")
         .expect("a line");
-    let addr = first
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_string();
+    let addr = common::listening_addr(&first);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let run = |script: String| {

@@ -2,6 +2,8 @@
 //! about, bad values refused with their line number, the admin endpoint started, and SIGHUP
 //! re-reading the log level.
 
+mod common;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -65,10 +67,7 @@ async fn config_file_flags_warnings_admin_and_sighup() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
     let line = next_line(&mut stdout).await;
-    let addr = line
-        .strip_prefix("zkit serve listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let addr = common::listening_addr(&line);
     let line = next_line(&mut stdout).await;
     assert!(
         line.starts_with("zkit serve admin endpoint on http://127.0.0.1:"),
@@ -168,10 +167,7 @@ async fn startup_lines_and_an_oversized_request_warning() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
     let line = next_line(&mut stdout).await;
-    let addr = line
-        .strip_prefix("zkit serve listening on ")
-        .unwrap()
-        .to_string();
+    let addr = common::listening_addr(&line);
     let start = lines_until(&mut stderr, "zkit server limits")
         .await
         .join("\n");

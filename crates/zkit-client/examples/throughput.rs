@@ -23,27 +23,54 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// (create ops/s, get ops/s) of one round.
-async fn zkit_round(client: &zkit_client::Client, root: &str, ops: usize) -> (f64, f64) {
-    let options = zkit_client::CreateMode::Persistent.with_acls(zkit_client::Acls::anyone_all());
-    let paths: Vec<String> = (0..ops).map(|i| format!("{root}/n{i}")).collect();
+/// (create ops/s, get ops/s) of one round: `create` for each of `paths` issued at once and
+/// awaited, then `get` for each the same way. Both clients' rounds are this one.
+async fn timed_round<'a, C, G, CF, GF, CT, GT, CE, GE>(
+    paths: &'a [String],
+    create: C,
+    get: G,
+) -> (f64, f64)
+where
+    C: Fn(&'a str) -> CF,
+    G: Fn(&'a str) -> GF,
+    CF: std::future::Future<Output = Result<CT, CE>>,
+    GF: std::future::Future<Output = Result<GT, GE>>,
+    CE: std::fmt::Debug,
+    GE: std::fmt::Debug,
+{
+    let ops = paths.len() as f64;
     let started = Instant::now();
-    let creates: Vec<_> = paths
-        .iter()
-        .map(|p| client.create(p, b"0123456789", &options))
-        .collect();
+    let creates: Vec<_> = paths.iter().map(|p| create(p)).collect();
     for c in creates {
         c.await.expect("create");
     }
-    let create_rate = ops as f64 / started.elapsed().as_secs_f64();
+    let create_rate = ops / started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let gets: Vec<_> = paths.iter().map(|p| client.get_data(p)).collect();
+    let gets: Vec<_> = paths.iter().map(|p| get(p)).collect();
     for g in gets {
         g.await.expect("get");
     }
-    (create_rate, ops as f64 / started.elapsed().as_secs_f64())
+    (create_rate, ops / started.elapsed().as_secs_f64())
 }
 
+/// The `ops` paths of one round under `root`.
+fn round_paths(root: &str, ops: usize) -> Vec<String> {
+    (0..ops).map(|i| format!("{root}/n{i}")).collect()
+}
+
+/// (create ops/s, get ops/s) of one zkit-client round.
+async fn zkit_round(client: &zkit_client::Client, root: &str, ops: usize) -> (f64, f64) {
+    let options = zkit_client::CreateMode::Persistent.with_acls(zkit_client::Acls::anyone_all());
+    let paths = round_paths(root, ops);
+    timed_round(
+        &paths,
+        |p| client.create(p, b"0123456789", &options),
+        |p| client.get_data(p),
+    )
+    .await
+}
+
+/// (create ops/s, get ops/s) of one zookeeper-client round.
 async fn third_party_round(
     client: &zookeeper_client::Client,
     root: &str,
@@ -51,22 +78,13 @@ async fn third_party_round(
 ) -> (f64, f64) {
     let options =
         zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-    let paths: Vec<String> = (0..ops).map(|i| format!("{root}/n{i}")).collect();
-    let started = Instant::now();
-    let creates: Vec<_> = paths
-        .iter()
-        .map(|p| client.create(p, b"0123456789", &options))
-        .collect();
-    for c in creates {
-        c.await.expect("create");
-    }
-    let create_rate = ops as f64 / started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let gets: Vec<_> = paths.iter().map(|p| client.get_data(p)).collect();
-    for g in gets {
-        g.await.expect("get");
-    }
-    (create_rate, ops as f64 / started.elapsed().as_secs_f64())
+    let paths = round_paths(root, ops);
+    timed_round(
+        &paths,
+        |p| client.create(p, b"0123456789", &options),
+        |p| client.get_data(p),
+    )
+    .await
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -10,7 +10,7 @@ use zkit_proto::{
     MultiHeader, MultiReadResult as WireReadResult, MultiResult, OpCode, Record, Response, Stat,
 };
 
-use crate::client::{encode_create_body, frame, put_path, reply, Client};
+use crate::client::{encode_create_body, frame, put_path, reply, Client, Sent};
 use crate::error::{Error, Result};
 use crate::path::{validate_path, Chroot};
 use crate::types::{CreateMode, CreateOptions};
@@ -22,6 +22,19 @@ fn sub_header(buf: &mut BytesMut, op: OpCode) {
         err: -1,
     }
     .encode(buf);
+}
+
+/// Sends the `count` sub-requests in `body` as one `op` request (multi or multiRead), closed
+/// by the end header, and clears both; `None`, sending nothing, when there are none.
+fn send_batch(client: &Client, op: OpCode, body: &mut BytesMut, count: &mut usize) -> Option<Sent> {
+    let body = std::mem::take(body);
+    let count = std::mem::take(count);
+    (count > 0).then(|| {
+        let mut buf = frame(op, body.len() + 9);
+        buf.extend_from_slice(&body);
+        MultiHeader::END.encode(&mut buf);
+        client.send_frame(buf)
+    })
 }
 
 /// The result of one operation of a [`MultiReader`].
@@ -100,14 +113,12 @@ impl<'a> MultiReader<'a> {
     pub fn commit(
         &mut self,
     ) -> impl Future<Output = Result<Vec<MultiReadResult>>> + Send + 'static {
-        let body = std::mem::take(&mut self.buf);
-        let count = std::mem::take(&mut self.count);
-        let sent = (count > 0).then(|| {
-            let mut buf = frame(OpCode::MultiRead, body.len() + 9);
-            buf.extend_from_slice(&body);
-            MultiHeader::END.encode(&mut buf);
-            self.client.send_frame(buf)
-        });
+        let sent = send_batch(
+            self.client,
+            OpCode::MultiRead,
+            &mut self.buf,
+            &mut self.count,
+        );
         async move {
             let Some(sent) = sent else {
                 return Ok(Vec::new());
@@ -315,15 +326,8 @@ impl<'a> MultiWriter<'a> {
         &mut self,
     ) -> impl Future<Output = std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> + Send + 'static
     {
-        let body = std::mem::take(&mut self.buf);
-        let count = std::mem::take(&mut self.count);
         let chroot = self.chroot().clone();
-        let sent = (count > 0).then(|| {
-            let mut buf = frame(OpCode::Multi, body.len() + 9);
-            buf.extend_from_slice(&body);
-            MultiHeader::END.encode(&mut buf);
-            self.client.send_frame(buf)
-        });
+        let sent = send_batch(self.client, OpCode::Multi, &mut self.buf, &mut self.count);
         async move {
             let Some(sent) = sent else {
                 return Ok(Vec::new());

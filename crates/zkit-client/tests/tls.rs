@@ -6,75 +6,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{within, PERSISTENT};
 use tempfile::TempDir;
 use zkit_client::{Client, Error, TlsOptions};
-use zkit_testkit::pki::{issue, make_ca, read};
-
-struct TlsZooKeeper {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for TlsZooKeeper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Apache ZooKeeper with only a TLS port, requiring client certificates.
-fn start_tls_zookeeper(dir: &Path) -> TlsZooKeeper {
-    let port = free_port();
-    // ZooKeeper's PEM key store: the private key and the certificate in one file.
-    std::fs::write(
-        dir.join("server.pem"),
-        read(dir, "server.key") + &read(dir, "server.crt"),
-    )
-    .unwrap();
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let cfg = format!(
-        "tickTime=500\ndataDir={}\nsecureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
-         admin.enableServer=false\n4lw.commands.whitelist=*\n\
-         serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
-         ssl.keyStore.location={d}/server.pem\nssl.keyStore.type=PEM\n\
-         ssl.trustStore.location={d}/ca.crt\nssl.trustStore.type=PEM\nssl.clientAuth=need\n",
-        data.display(),
-        d = dir.display()
-    );
-    std::fs::write(dir.join("zoo.cfg"), cfg).unwrap();
-    let log = std::fs::File::create(dir.join("zk.log")).unwrap();
-    // ZooKeeper, jute and Netty (the TLS server is Netty's), as Debian installs them.
-    let classpath = zkit_testkit::curator_classpath().expect("ZooKeeper jars in /usr/share/java");
-    let child = Command::new("java")
-        .args([
-            "-Xmx256m",
-            "-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
-            "-Dzookeeper.admin.enableServer=false",
-            "-cp",
-            &classpath,
-            "org.apache.zookeeper.server.ZooKeeperServerMain",
-        ])
-        .arg(dir.join("zoo.cfg"))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("start java");
-    TlsZooKeeper { child, port }
-}
+use zkit_testkit::pki::{issue, make_ca, make_ca_and_server, read, TlsZooKeeper};
 
 fn options(dir: &Path, client: &str) -> TlsOptions {
     TlsOptions::new()
@@ -103,35 +40,19 @@ async fn tls_against_apache_secure_client_port() {
     }
     let dir = TempDir::new().unwrap();
     let d = dir.path();
-    make_ca(d, "ca");
-    issue(
-        d,
-        "ca",
-        "server",
-        "/CN=server",
-        "DNS:localhost,IP:127.0.0.1",
-    );
+    make_ca_and_server(d);
     issue(d, "ca", "client", "/CN=client", "DNS:client");
     make_ca(d, "rogue");
     issue(d, "rogue", "intruder", "/CN=intruder", "DNS:client");
-    let zk = start_tls_zookeeper(d);
+    // ZooKeeper, jute and Netty (the TLS server is Netty's), as Debian installs them.
+    let classpath = zkit_testkit::curator_classpath().expect("ZooKeeper jars in /usr/share/java");
+    let zk = TlsZooKeeper::start(d, &classpath);
     let cluster = format!("127.0.0.1:{}", zk.port);
 
     // Up once a TLS session works (the JVM takes a few seconds).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let client = loop {
-        match tls_connect(options(d, "client"), &cluster).await {
-            Ok(client) => break client,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "TLS ZooKeeper not up: {e}; {}",
-                    read(d, "zk.log")
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    };
+    let client = zk
+        .first_connection(|| tls_connect(options(d, "client"), &cluster))
+        .await;
     let (stat, _) = within(client.create("/tls", b"secret", &PERSISTENT))
         .await
         .unwrap();

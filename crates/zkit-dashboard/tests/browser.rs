@@ -43,15 +43,8 @@ impl Drop for Driver {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 async fn start_browser(paths: &common::ChromiumPaths) -> (Driver, Client) {
-    let port = free_port();
+    let port = zkit_testkit::free_port();
     let child = Command::new(&paths.driver)
         .arg(format!("--port={port}"))
         .arg("--allowed-ips=127.0.0.1")

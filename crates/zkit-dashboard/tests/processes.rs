@@ -21,6 +21,39 @@ use common::{chromium, chromium_flags, eventually, http, session, sid};
 use zkit_testkit::process::zkit_command;
 use zkit_testkit::ChildGuard;
 
+/// The stdout lines of `child` (spawned with piped stdout), read on a thread of their own.
+fn stdout_lines(child: &mut ChildGuard) -> std::sync::mpsc::Receiver<String> {
+    let stdout = child.child_mut().stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// `zkit lock --server ADDR AUTH... LOCK -- sleep 120` as a process: holds `lock` (or waits
+/// for it) for two minutes or until dropped. `auth` is inserted before the lock path.
+fn spawn_lock(addr: &str, auth: &[&str], lock: &str) -> ChildGuard {
+    ChildGuard::spawn(
+        zkit_command()
+            .args(["lock", "--server", addr])
+            .args(auth)
+            .args([lock, "--", "sleep", "120"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("spawn zkit lock")
+}
+
+/// Whether the page the dashboard at `ui` serves has a row for the lock `lock`.
+async fn page_shows_lock(ui: SocketAddr, lock: String) -> bool {
+    let page = http(ui, "GET", "/", &[], None).await;
+    page.status == 200 && page.body.contains(&format!("data-path=\"{lock}\""))
+}
+
 /// Runs `zkit serve --port 0 --admin-port 0 --in-memory`; returns it with its client and
 /// admin addresses (from its first two stdout lines).
 fn serve() -> (ChildGuard, String, SocketAddr) {
@@ -32,14 +65,7 @@ fn serve() -> (ChildGuard, String, SocketAddr) {
             .stderr(Stdio::null()),
     )
     .expect("spawn zkit serve");
-    let stdout = guard.child_mut().stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
+    let rx = stdout_lines(&mut guard);
     let mut client = None;
     let mut admin = None;
     while client.is_none() || admin.is_none() {
@@ -66,13 +92,7 @@ async fn dump_dom_of_zkit_serve_shows_root_child_lock_and_sessions() {
     let Some(paths) = chromium() else { return };
     let (_server, addr, admin) = serve();
     let lock = zkit_testkit::unique_path("dump-dom-lock");
-    let _locker = ChildGuard::spawn(
-        zkit_command()
-            .args(["lock", "--server", &addr, &lock, "--", "sleep", "120"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .expect("spawn zkit lock");
+    let _locker = spawn_lock(&addr, &[], &lock);
 
     // Wait until `zkit lock` holds (its node exists), and learn its session from the node.
     let observer = session(&addr).await;
@@ -179,14 +199,7 @@ fn spawn_ui(args: &[&str]) -> (ChildGuard, SocketAddr) {
             .stderr(Stdio::null()),
     )
     .expect("spawn zkit ui");
-    let stdout = ui.child_mut().stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
+    let rx = stdout_lines(&mut ui);
     let line = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("zkit ui prints its address");
@@ -219,34 +232,12 @@ async fn zkit_ui_auth_flag_reads_as_that_identity() {
         .expect("zkit create");
     assert!(created.status.success(), "{created:?}");
     let lock = format!("{parent}/L");
-    let _locker = ChildGuard::spawn(
-        zkit_command()
-            .args([
-                "lock",
-                "--server",
-                &addr,
-                "--auth",
-                "alice:secret",
-                &lock,
-                "--",
-                "sleep",
-                "120",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .expect("spawn zkit lock");
+    let _locker = spawn_lock(&addr, &["--auth", "alice:secret"], &lock);
     let (_alice_ui, alice_addr) = spawn_ui(&["--server", &addr, "--auth", "alice:secret"]);
     eventually(
         "alice's dashboard shows the lock",
         Duration::from_secs(20),
-        || {
-            let lock = lock.clone();
-            async move {
-                let page = http(alice_addr, "GET", "/", &[], None).await;
-                page.status == 200 && page.body.contains(&format!("data-path=\"{lock}\""))
-            }
-        },
+        || page_shows_lock(alice_addr, lock.clone()),
     )
     .await;
     // The anonymous dashboard has collected at least once it lists the parent itself (the
@@ -277,21 +268,11 @@ async fn zkit_ui_auth_flag_reads_as_that_identity() {
 async fn zkit_ui_process_shows_another_servers_lock() {
     let (_server, addr, _admin) = serve();
     let lock = zkit_testkit::unique_path("ui-lock");
-    let _locker = ChildGuard::spawn(
-        zkit_command()
-            .args(["lock", "--server", &addr, &lock, "--", "sleep", "120"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .expect("spawn zkit lock");
+    let _locker = spawn_lock(&addr, &[], &lock);
     let (ui, ui_addr) = spawn_ui(&["--server", &addr]);
     assert!(ui_addr.ip().is_loopback(), "binds loopback by default");
     eventually("zkit ui shows the lock", Duration::from_secs(20), || {
-        let lock = lock.clone();
-        async move {
-            let page = http(ui_addr, "GET", "/", &[], None).await;
-            page.status == 200 && page.body.contains(&format!("data-path=\"{lock}\""))
-        }
+        page_shows_lock(ui_addr, lock.clone())
     })
     .await;
     // SIGTERM: a clean exit.

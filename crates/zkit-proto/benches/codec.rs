@@ -72,20 +72,20 @@ fn get_data_reply(c: &mut Criterion) {
     group.finish();
 }
 
-fn create(c: &mut Criterion) {
-    let request = Request::Create2(create_request(7));
-    let mut group = c.benchmark_group("create request (100 B)");
+/// Benchmarks encoding `request` (header and body) and decoding its body, as group `name`.
+fn request_group(c: &mut Criterion, name: &str, request: &Request, op: OpCode) {
+    let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(1));
     let mut buf = BytesMut::with_capacity(64 * 1024);
     group.bench_function("encode", |b| {
         b.iter(|| {
             buf.clear();
-            black_box(&request).encode(42, &mut buf);
+            black_box(request).encode(42, &mut buf);
         })
     });
     let header = RequestHeader {
         xid: 42,
-        op: OpCode::Create2.code(),
+        op: op.code(),
     };
     let mut body = BytesMut::new();
     request.encode_body(&mut body);
@@ -93,6 +93,11 @@ fn create(c: &mut Criterion) {
         b.iter(|| Request::decode(black_box(&header), black_box(&body)).map(drop))
     });
     group.finish();
+}
+
+fn create(c: &mut Criterion) {
+    let request = Request::Create2(create_request(7));
+    request_group(c, "create request (100 B)", &request, OpCode::Create2);
 }
 
 fn multi(c: &mut Criterion) {
@@ -113,25 +118,7 @@ fn multi(c: &mut Criterion) {
             version: -1,
         }),
     ]);
-    let mut group = c.benchmark_group("multi request (5 ops)");
-    group.throughput(Throughput::Elements(1));
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    group.bench_function("encode", |b| {
-        b.iter(|| {
-            buf.clear();
-            black_box(&request).encode(42, &mut buf);
-        })
-    });
-    let header = RequestHeader {
-        xid: 42,
-        op: OpCode::Multi.code(),
-    };
-    let mut body = BytesMut::new();
-    request.encode_body(&mut body);
-    group.bench_function("decode", |b| {
-        b.iter(|| Request::decode(black_box(&header), black_box(&body)).map(drop))
-    });
-    group.finish();
+    request_group(c, "multi request (5 ops)", &request, OpCode::Multi);
 }
 
 criterion_group!(benches, get_data_reply, create, multi);

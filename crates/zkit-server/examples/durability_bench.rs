@@ -318,20 +318,6 @@ async fn tcp_echo_p50(per_case: Duration) -> Result<Duration, BoxError> {
     Ok(p50(samples))
 }
 
-fn core_config() -> Config {
-    Config {
-        tick_time_ms: 2000,
-        min_session_timeout_ms: None,
-        max_session_timeout_ms: None,
-        extended_types: false,
-        container_check_interval_ms: 60_000,
-        server_id: 0,
-        super_digest: None,
-        x509_super_user: None,
-        hash_seed: 0,
-    }
-}
-
 async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
     let opts = DurableOptions {
         wal: WalOptions {
@@ -349,7 +335,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
     let now = 1_700_000_000_000;
     let built = Instant::now();
     let mut storage = WalStorage::open_with(dir, opts.clone())?;
-    let mut core = storage.recover_core(core_config(), now).await?;
+    let mut core = storage.recover_core(Config::default(), now).await?;
     let request = ConnectRequest {
         protocol_version: 0,
         last_zxid_seen: 0,
@@ -386,7 +372,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
     drop(storage);
     let (t, cpu) = (Instant::now(), cpu_secs());
     let mut storage = WalStorage::open_with(dir, opts.clone())?;
-    let recovered = storage.recover_core(core_config(), now).await?;
+    let recovered = storage.recover_core(Config::default(), now).await?;
     println!(
         "recovery from WAL only ({} records): {:.2} s (CPU {:.2} s)",
         storage.recovery_stats().replayed,
@@ -460,7 +446,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
     let snap = store.latest_valid()?.ok_or("no snapshot")?;
     let read = t.elapsed();
     let (t, cpu) = (Instant::now(), cpu_secs());
-    let restored = Core::restore(core_config(), now, &snap.body)?;
+    let restored = Core::restore(Config::default(), now, &snap.body)?;
     println!(
         "  of which: read + crc {:.2} s, Core::restore {:.2} s (CPU {:.2} s)",
         read.as_secs_f64(),
@@ -470,7 +456,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
     drop((snap, restored));
     let (t, cpu) = (Instant::now(), cpu_secs());
     let mut storage = WalStorage::open_with(dir, opts)?;
-    let recovered = storage.recover_core(core_config(), now).await?;
+    let recovered = storage.recover_core(Config::default(), now).await?;
     println!(
         "recovery from snapshot ({} MB on disk, {} records replayed): {:.2} s, CPU {:.2} s \
          (target < 3 s)",

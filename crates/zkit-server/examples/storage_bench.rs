@@ -26,48 +26,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("dir: {}  ({secs} s per case)", base.path().display());
 
     // 1. Raw fdatasync of a 100-byte overwrite-append in a pre-allocated file.
-    let path = base.path().join("fsync-probe");
-    let file = OpenOptions::new()
-        .create(true)
-        .read(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)?;
-    fs4::fs_std::FileExt::allocate(&file, 64 << 20)?;
-    let (n, el) = timed(per_case, |i| {
-        file.write_all_at(&[0xab; 100], i * 100)?;
-        file.sync_data()
+    let fsyncs = fdatasync_rate(&base.path().join("fsync-probe"), per_case, |file| {
+        fs4::fs_std::FileExt::allocate(file, 64 << 20)
     })?;
-    let fsyncs = n as f64 / el.as_secs_f64();
     println!(
         "raw fdatasync (100 B appends, fallocated file): {fsyncs:.0}/s  ({:.3} ms each)",
         1e3 / fsyncs
     );
-    drop(file);
     // 1b. The same in a file whose blocks were written with zeros first (no unwritten extents
     // to convert, so fdatasync has less metadata to commit on some filesystems).
-    let path = base.path().join("fsync-probe-zeroed");
-    let file = OpenOptions::new()
-        .create(true)
-        .read(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)?;
-    let zeros = vec![0u8; 1 << 20];
-    for i in 0..64u64 {
-        file.write_all_at(&zeros, i << 20)?;
-    }
-    file.sync_all()?;
-    let (n, el) = timed(per_case, |i| {
-        file.write_all_at(&[0xab; 100], i * 100)?;
-        file.sync_data()
+    let zeroed = fdatasync_rate(&base.path().join("fsync-probe-zeroed"), per_case, |file| {
+        let zeros = vec![0u8; 1 << 20];
+        for i in 0..64u64 {
+            file.write_all_at(&zeros, i << 20)?;
+        }
+        file.sync_all()
     })?;
-    let zeroed = n as f64 / el.as_secs_f64();
     println!(
         "raw fdatasync (100 B appends, zero-filled file): {zeroed:.0}/s  ({:.3} ms each)",
         1e3 / zeroed
     );
-    drop(file);
 
     // 2. WAL append_batch + sync, various batch sizes, 100-byte payloads.
     let payload = vec![0x5au8; 100];
@@ -198,6 +176,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+/// fdatasyncs per second of 100-byte appends to a new file at `path`, made ready by `prepare`,
+/// each append followed by fdatasync, for `budget` ([`timed`]).
+fn fdatasync_rate(
+    path: &std::path::Path,
+    budget: Duration,
+    prepare: impl FnOnce(&std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<f64> {
+    let file = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .truncate(true)
+        .open(path)?;
+    prepare(&file)?;
+    let (n, el) = timed(budget, |i| {
+        file.write_all_at(&[0xab; 100], i * 100)?;
+        file.sync_data()
+    })?;
+    Ok(n as f64 / el.as_secs_f64())
 }
 
 /// Runs `f(i)` until `budget` elapses (or 1,000,000 iterations); returns (iterations, elapsed).

@@ -23,14 +23,9 @@ const BATCHES_PER_ROUND: usize = 40;
 fn config() -> Config {
     Config {
         tick_time_ms: 100,
-        min_session_timeout_ms: None,
-        max_session_timeout_ms: None,
         extended_types: true,
         container_check_interval_ms: 1000,
-        server_id: 0,
-        super_digest: None,
-        x509_super_user: None,
-        hash_seed: 0,
+        ..Config::default()
     }
 }
 

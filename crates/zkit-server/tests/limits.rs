@@ -31,18 +31,7 @@ async fn max_client_cnxns_refuses_the_connection_over_the_limit() {
     let deadline = Instant::now() + WAIT;
     loop {
         let mut again = Raw::connect(server.addr()).await;
-        let request = zkit_proto::ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            time_out: 30_000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        };
-        again
-            .send_frame(|b| zkit_proto::Record::encode(&request, b))
-            .await;
-        if again.read_frame().await.is_some() {
+        if again.try_handshake().await.is_some() {
             break;
         }
         assert!(Instant::now() < deadline, "the freed place never came back");

@@ -278,14 +278,9 @@ async fn a_snapshot_ahead_of_the_log_recovers_and_the_log_continues_after_it() {
     };
     let config = Config {
         tick_time_ms: 100,
-        min_session_timeout_ms: None,
-        max_session_timeout_ms: None,
         extended_types: true,
         container_check_interval_ms: 1000,
-        server_id: 0,
-        super_digest: None,
-        x509_super_user: None,
-        hash_seed: 0,
+        ..Config::default()
     };
     let now = 1_700_000_000_000_i64;
     let connect = zkit_proto::ConnectRequest {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zkit_client::{Acl, Acls, AuthId, Client, CreateMode, Error, Permission, TlsOptions};
 use zkit_server::{ClientAuth, Server, ServerConfig, TlsConfig};
-use zkit_testkit::pki::{issue, make_ca, openssl, read};
+use zkit_testkit::pki::{encrypted_key, issue, make_ca, make_ca_and_server, read, TlsZooKeeper};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -40,14 +40,7 @@ impl Pki {
     fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        make_ca(d, "ca");
-        issue(
-            d,
-            "ca",
-            "server",
-            "/CN=server",
-            "DNS:localhost,IP:127.0.0.1",
-        );
+        make_ca_and_server(d);
         issue(d, "ca", "alice", TRICKY_SUBJECT, "DNS:alice");
         issue(d, "ca", "bob", "/O=zkit/CN=bob", "DNS:bob");
         make_ca(d, "rogue");
@@ -181,17 +174,7 @@ async fn tls_beside_plain_with_x509_acls() {
     let mut raw = tokio::net::TcpStream::connect(secure).await.unwrap();
     let mut handshake = bytes::BytesMut::new();
     zkit_proto::frame::encode_frame(&mut handshake, |b| {
-        zkit_proto::Record::encode(
-            &zkit_proto::ConnectRequest {
-                protocol_version: 0,
-                last_zxid_seen: 0,
-                time_out: 30_000,
-                session_id: 0,
-                passwd: vec![0; 16],
-                read_only: Some(false),
-            },
-            b,
-        )
+        zkit_proto::Record::encode(&common::new_session_request(), b)
     });
     raw.write_all(&handshake).await.unwrap();
     let mut got = Vec::new();
@@ -243,19 +226,7 @@ async fn want_serves_clients_without_a_certificate() {
 async fn unusable_tls_settings_refuse_to_start() {
     let pki = Pki::new();
     let d = pki.dir.path();
-    openssl(
-        d,
-        &[
-            "pkcs8",
-            "-topk8",
-            "-in",
-            "server.key",
-            "-passout",
-            "pass:secret",
-            "-out",
-            "encrypted.key",
-        ],
-    );
+    encrypted_key(d, "server", "secret", "encrypted.key");
     let start = |tls: TlsConfig| async move {
         let config = ServerConfig {
             secure_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
@@ -347,56 +318,6 @@ async fn protocol_and_cipher_suite_choices_are_honoured() {
     server.stop().await;
 }
 
-/// Apache ZooKeeper with only a TLS port, client certificates required, in `dir`.
-struct TlsZooKeeper {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Drop for TlsZooKeeper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_tls_zookeeper(pki: &Pki, classpath: &str) -> TlsZooKeeper {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let data = pki.path("zk-data");
-    std::fs::create_dir_all(&data).unwrap();
-    let cfg = format!(
-        "tickTime=500\ndataDir={}\nsecureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
-         admin.enableServer=false\n\
-         serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
-         ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
-         ssl.trustStore.location={}\nssl.trustStore.type=PEM\nssl.clientAuth=need\n",
-        data.display(),
-        pki.path("server.pem").display(),
-        pki.path("ca.crt").display(),
-    );
-    std::fs::write(pki.path("zoo.cfg"), cfg).unwrap();
-    let log = std::fs::File::create(pki.path("zk.log")).unwrap();
-    let child = Command::new("java")
-        .args([
-            "-Xmx256m",
-            "-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
-            "-cp",
-            classpath,
-            "org.apache.zookeeper.server.ZooKeeperServerMain",
-        ])
-        .arg(pki.path("zoo.cfg"))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("start java");
-    TlsZooKeeper { child, port }
-}
-
 /// The x509 id zkit gives a certificate is the one Apache gives it (where Apache runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn x509_id_is_what_apache_computes() {
@@ -406,23 +327,12 @@ async fn x509_id_is_what_apache_computes() {
         return;
     };
     let pki = Pki::new();
-    let zk = start_tls_zookeeper(&pki, &classpath);
+    let zk = TlsZooKeeper::start(pki.dir.path(), &classpath);
     let addr = SocketAddr::from(([127, 0, 0, 1], zk.port));
     // Up once a TLS session works (the JVM takes a few seconds).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let on_apache = loop {
-        match tls_connect(pki.client(Some("alice")), addr).await {
-            Ok(client) => break client,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "TLS ZooKeeper not up: {e}; {}",
-                    pki.read("zk.log")
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    };
+    let on_apache = zk
+        .first_connection(|| tls_connect(pki.client(Some("alice")), addr))
+        .await;
     let apache_ids = x509_ids(&on_apache).await;
     let server = tls_server(&pki, ClientAuth::Need).await;
     let on_zkit = tls_connect(pki.client(Some("alice")), server.secure_addr().unwrap())

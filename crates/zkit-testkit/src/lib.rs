@@ -4,10 +4,12 @@
 //! # Layout
 //! - this file: where the Apache ZooKeeper under test is ([`apache_zk`]), fresh znode paths
 //!   so that many tests can share one server ([`unique_path`]), and a bounded wait for an
-//!   effect that happens in the background ([`eventually`]).
+//!   effect that happens in the background ([`eventually`]), and a free loopback port
+//!   ([`free_port`]).
 //! - [`fault_proxy`]: [`FaultProxy`], a loopback TCP proxy that drops connections or black-holes
 //!   traffic, to produce real disconnects and real session expiry.
-//! - [`pki`]: a CA and certificates made by the `openssl` CLI, for the TLS tests.
+//! - [`pki`]: a CA and certificates made by the `openssl` CLI, for the TLS tests, and
+//!   [`pki::TlsZooKeeper`], Apache ZooKeeper serving TLS on them.
 //! - [`process`]: finding and running the built `zkit` binary, and `kill -9` of child processes.
 //! - [`curator_classpath`]: Debian's Curator jars, for Java programs compiled by tests and by
 //!   `zkit-bench lock-compare`.
@@ -52,14 +54,25 @@ pub const APACHE_ZK_ENV: &str = "ZKIT_APACHE_ZK";
 /// Apache-side tests, and a skip there would hide a broken setup.
 #[track_caller]
 pub fn apache_zk() -> Option<String> {
-    match std::env::var(APACHE_ZK_ENV) {
+    server_from_env(APACHE_ZK_ENV, "apache", "Apache-side", "Apache ZooKeeper")
+}
+
+/// The address in the environment variable `var`; `None` after printing `SKIP skip: VAR not
+/// set` when it is unset or empty.
+///
+/// # Panics
+/// When it is unset and `CI` is set: CI must run the `side` tests (scripts/test starts
+/// `started` for them).
+#[track_caller]
+pub(crate) fn server_from_env(var: &str, skip: &str, side: &str, started: &str) -> Option<String> {
+    match std::env::var(var) {
         Ok(addr) if !addr.trim().is_empty() => Some(addr.trim().to_owned()),
         _ if std::env::var_os("CI").is_some() => panic!(
-            "{APACHE_ZK_ENV} is not set but CI is: Apache-side tests must run in CI \
-             (run the tests through scripts/test, which starts Apache ZooKeeper)"
+            "{var} is not set but CI is: {side} tests must run in CI \
+             (run the tests through scripts/test, which starts {started})"
         ),
         _ => {
-            eprintln!("SKIP apache: {APACHE_ZK_ENV} not set");
+            eprintln!("SKIP {skip}: {var} not set");
             None
         }
     }
@@ -124,6 +137,18 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound, read and released), for a
+/// process the test starts with an explicit port.
+///
+/// # Panics
+/// When no loopback port can be bound.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
 }
 
 /// Debian's Curator, ZooKeeper and their dependencies in /usr/share/java, as a Java classpath;

@@ -70,17 +70,12 @@ pub struct Target {
 /// When the variable is unset and `CI` is set (as [`crate::apache_zk`]).
 #[track_caller]
 pub fn apache_ensemble() -> Option<String> {
-    match std::env::var(APACHE_ENSEMBLE_ENV) {
-        Ok(addr) if !addr.trim().is_empty() => Some(addr.trim().to_owned()),
-        _ if std::env::var_os("CI").is_some() => panic!(
-            "{APACHE_ENSEMBLE_ENV} is not set but CI is: ensemble-side tests must run in CI \
-             (run the tests through scripts/test, which starts an Apache ZooKeeper ensemble)"
-        ),
-        _ => {
-            eprintln!("SKIP ensemble: {APACHE_ENSEMBLE_ENV} not set");
-            None
-        }
-    }
+    crate::server_from_env(
+        APACHE_ENSEMBLE_ENV,
+        "ensemble",
+        "ensemble-side",
+        "an Apache ZooKeeper ensemble",
+    )
 }
 
 /// The kinds `ZKIT_TARGETS` selects (all when unset or empty).

@@ -140,14 +140,15 @@ pub struct ClientConfig {
     pub sync_reads: bool,
 }
 
-/// Starts a task client.
-///
-/// # Errors
-/// When the first connect fails.
-pub async fn spawn_task(config: &ClientConfig) -> Result<ClientHandle, Error> {
+/// Connects a session as `config` says and builds the executor on it: the executor, the
+/// session's id, and the notices (ops) it reports on its own, such as a lost lock.
+async fn connect_executor(
+    config: &ClientConfig,
+) -> Result<(Executor, i64, mpsc::UnboundedReceiver<Op>), Error> {
     let zk = Zk::connect(&config.connect, config.session_timeout).await?;
+    let session = zk.current().0;
     let (notice_tx, notices) = mpsc::unbounded_channel();
-    let mut executor = Executor::new(
+    let executor = Executor::new(
         zk,
         Layout {
             root: config.root.clone(),
@@ -156,6 +157,15 @@ pub async fn spawn_task(config: &ClientConfig) -> Result<ClientHandle, Error> {
         notice_tx,
     )?
     .with_sync_reads(config.sync_reads);
+    Ok((executor, session, notices))
+}
+
+/// Starts a task client.
+///
+/// # Errors
+/// When the first connect fails.
+pub async fn spawn_task(config: &ClientConfig) -> Result<ClientHandle, Error> {
+    let (mut executor, _, notices) = connect_executor(config).await?;
     let (commands, mut rx) = mpsc::unbounded_channel::<(u64, Op)>();
     let pending: Pending = Arc::default();
     let task_pending = Arc::clone(&pending);
@@ -263,18 +273,7 @@ pub async fn spawn_process(
 /// # Errors
 /// When connecting fails.
 pub async fn serve_stdio(config: ClientConfig) -> Result<(), Error> {
-    let zk = Zk::connect(&config.connect, config.session_timeout).await?;
-    let session = zk.current().0;
-    let (notice_tx, mut notices) = mpsc::unbounded_channel();
-    let mut executor = Executor::new(
-        zk,
-        Layout {
-            root: config.root.clone(),
-        },
-        config.lock_timeout,
-        notice_tx,
-    )?
-    .with_sync_reads(config.sync_reads);
+    let (mut executor, session, mut notices) = connect_executor(&config).await?;
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();

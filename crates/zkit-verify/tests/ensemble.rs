@@ -8,20 +8,16 @@
 //! each violation; `ZKIT_VERIFY_SEED=N cargo nextest run -p zkit-verify -E 'test(NAME)'`
 //! replays the schedule.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
+use common::{print_faults, replay, run_dir, run_reported, seed};
 use zkit_verify::history::FaultPhase;
 use zkit_verify::nemesis::{Fault, FaultKind};
-use zkit_verify::runner::{run, EnsembleOptions, RunConfig, RunResult, ServerCommand};
+use zkit_verify::runner::{EnsembleOptions, RunConfig, RunResult, ServerCommand};
 use zkit_verify::workload::Workload;
-
-fn seed(default: u64) -> u64 {
-    std::env::var("ZKIT_VERIFY_SEED")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 async fn on_ensemble(
     name: &str,
@@ -36,10 +32,7 @@ async fn on_ensemble(
         return None;
     }
     let seed = seed(default_seed);
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("zkit-verify-{name}-"))
-        .tempdir()
-        .expect("temp dir");
+    let dir = run_dir(&format!("zkit-verify-{name}-"));
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_zkit-verify"));
     let mut config = RunConfig::quick(
         workload,
@@ -58,13 +51,9 @@ async fn on_ensemble(
     // Each fault waits for the ensemble to work again after the last one (JVMs on two busy
     // cores take a while to elect and sync), so every fault hits a serving ensemble.
     config.progress_between_faults = Some(config.op_timeout * 2);
-    config.replay =
-        format!("ZKIT_VERIFY_SEED={seed} cargo nextest run -p zkit-verify -E 'test({name})'");
-    let result = run(config).await.expect("the run could not be set up");
-    eprintln!("{}\n{}", result.summary(), result.schedule);
-    for f in &result.history.faults {
-        eprintln!("  {:?} {} {:?}", f.phase, f.fault, f.note);
-    }
+    config.replay = replay(seed, name);
+    let result = run_reported(config).await;
+    print_faults(&result);
     let files = KeptOnPanic(dir.keep());
     if !result.is_valid() {
         panic!("{}", result.failure_report());
@@ -92,6 +81,15 @@ async fn on_ensemble(
         result.history.faults
     );
     Some((result, files))
+}
+
+/// The notes of the run's faults (what each injection and recovery did).
+fn fault_notes(r: &RunResult) -> Vec<&str> {
+    r.history
+        .faults
+        .iter()
+        .filter_map(|f| f.note.as_deref())
+        .collect()
 }
 
 /// A run's files (history, member logs): removed when the test passes, kept and named when
@@ -127,12 +125,7 @@ async fn ensemble_register_under_member_kills_and_pauses() {
         return;
     };
     // A member really died and came back mid-run.
-    let notes: Vec<_> = r
-        .history
-        .faults
-        .iter()
-        .filter_map(|f| f.note.as_deref())
-        .collect();
+    let notes = fault_notes(&r);
     assert!(
         notes.iter().any(|n| n.starts_with("killed member"))
             && notes.iter().any(|n| n.ends_with("restarted")),
@@ -157,12 +150,7 @@ async fn ensemble_set_under_leader_isolation() {
     else {
         return;
     };
-    let notes: Vec<_> = r
-        .history
-        .faults
-        .iter()
-        .filter_map(|f| f.note.as_deref())
-        .collect();
+    let notes = fault_notes(&r);
     assert!(
         notes.iter().any(|n| n.contains("cut off from the others")),
         "{notes:#?}"

@@ -7,30 +7,23 @@
 //! Replay: `ZKIT_VERIFY_SEED=N cargo nextest run -p zkit-verify -E 'test(NAME)'`. Needs the
 //! `zkit` binary (`cargo build -p zkit-cli`).
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
+use common::{assert_valid, print_faults, replay, run_dir, run_reported, seed};
 use zkit_verify::history::{EventKind, Op};
 use zkit_verify::nemesis::FaultKind;
-use zkit_verify::runner::{run, RunConfig, ServerCommand};
+use zkit_verify::runner::{RunConfig, ServerCommand};
 use zkit_verify::workload::Workload;
-
-fn seed(default: u64) -> u64 {
-    std::env::var("ZKIT_VERIFY_SEED")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ledger_under_bookie_and_writer_kills_and_pauses() {
     use FaultKind::*;
     let name = "ledger_under_bookie_and_writer_kills_and_pauses";
     let seed = seed(211);
-    let dir = tempfile::Builder::new()
-        .prefix("zkit-verify-ledger-")
-        .tempdir()
-        .expect("temp dir");
+    let dir = run_dir("zkit-verify-ledger-");
     let zkit = zkit_testkit::zkit_bin();
     let mut config = RunConfig::quick(
         Workload::Ledger,
@@ -44,21 +37,10 @@ async fn ledger_under_bookie_and_writer_kills_and_pauses() {
     config.clients = 3;
     config.duration = Duration::from_secs(10);
     config.progress_between_faults = Some(config.op_timeout);
-    config.replay =
-        format!("ZKIT_VERIFY_SEED={seed} cargo nextest run -p zkit-verify -E 'test({name})'");
-    let result = run(config).await.expect("the run could not be set up");
-    eprintln!("{}\n{}", result.summary(), result.schedule);
-    for f in &result.history.faults {
-        eprintln!("  {:?} {} {:?}", f.phase, f.fault, f.note);
-    }
-    if !result.is_valid() {
-        let kept = dir.keep();
-        panic!(
-            "{}\n(files kept in {})",
-            result.failure_report(),
-            kept.display()
-        );
-    }
+    config.replay = replay(seed, name);
+    let result = run_reported(config).await;
+    print_faults(&result);
+    assert_valid(&result, dir);
     let ops = result.history.operations().expect("paired history");
     let count =
         |f: &dyn Fn(&Op, EventKind) -> bool| ops.iter().filter(|o| f(o.op(), o.kind())).count();

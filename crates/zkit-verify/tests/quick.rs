@@ -7,18 +7,14 @@
 //! Without the variable each test uses its own fixed seed. Needs the `zkit` binary
 //! (`cargo build -p zkit-cli`, or run the workspace's tests).
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::{assert_valid, replay, run_dir, run_reported, seed};
 use zkit_verify::nemesis::FaultKind;
-use zkit_verify::runner::{run, RunConfig, RunResult, ServerCommand};
+use zkit_verify::runner::{RunConfig, RunResult, ServerCommand};
 use zkit_verify::workload::Workload;
-
-fn seed(default: u64) -> u64 {
-    std::env::var("ZKIT_VERIFY_SEED")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 async fn quick(
     name: &str,
@@ -28,10 +24,7 @@ async fn quick(
     min_ok: usize,
 ) -> RunResult {
     let seed = seed(default_seed);
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("zkit-verify-{name}-"))
-        .tempdir()
-        .expect("temp dir");
+    let dir = run_dir(&format!("zkit-verify-{name}-"));
     let mut config = RunConfig::quick(
         workload,
         seed,
@@ -44,18 +37,9 @@ async fn quick(
     // (a debug `zkit serve` can take longer than a session timeout to recover after a kill, and
     // a kill that follows at once left the lock clients with nothing but expired sessions).
     config.progress_between_faults = Some(config.op_timeout);
-    config.replay =
-        format!("ZKIT_VERIFY_SEED={seed} cargo nextest run -p zkit-verify -E 'test({name})'");
-    let result = run(config).await.expect("the run could not be set up");
-    eprintln!("{}\n{}", result.summary(), result.schedule);
-    if !result.is_valid() {
-        let kept = dir.keep();
-        panic!(
-            "{}\n(files kept in {})",
-            result.failure_report(),
-            kept.display()
-        );
-    }
+    config.replay = replay(seed, name);
+    let result = run_reported(config).await;
+    assert_valid(&result, dir);
     // Not vacuous: operations succeeded and the schedule really injected faults.
     assert!(
         result.counts.ok >= min_ok,
@@ -184,10 +168,7 @@ async fn set_under_disk_full() {
         return;
     }
     let seed = seed(71);
-    let dir = tempfile::Builder::new()
-        .prefix("zkit-verify-disk-")
-        .tempdir()
-        .expect("temp dir");
+    let dir = run_dir("zkit-verify-disk-");
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_zkit-verify"));
     let mut config = RunConfig::quick(
         Workload::Set,
@@ -197,19 +178,9 @@ async fn set_under_disk_full() {
         dir.path().join("run"),
     );
     config.faults = vec![FaultKind::DiskFull];
-    config.replay = format!(
-        "ZKIT_VERIFY_SEED={seed} cargo nextest run -p zkit-verify -E 'test(set_under_disk_full)'"
-    );
-    let result = run(config).await.expect("the run could not be set up");
-    eprintln!("{}\n{}", result.summary(), result.schedule);
-    if !result.is_valid() {
-        let kept = dir.keep();
-        panic!(
-            "{}\n(files kept in {})",
-            result.failure_report(),
-            kept.display()
-        );
-    }
+    config.replay = replay(seed, "set_under_disk_full");
+    let result = run_reported(config).await;
+    assert_valid(&result, dir);
     assert!(result.counts.ok >= 200, "{}", result.summary());
     // The disk really filled up and writes really failed meanwhile.
     let filled = result

@@ -48,14 +48,19 @@ struct Record {
     pin_from: AtomicUsize,
 }
 
-/// Starts the contenders; they loop until `stop`, holding the lock for `hold` each time.
+/// Starts the contenders on a fresh [`Record`]; they loop until the returned stop flag is set,
+/// holding the lock for `hold` each time. Returns the record, the flag and their tasks.
 async fn contend(
     connect: &str,
     path: &str,
     hold: Duration,
-    record: &Arc<Record>,
-    stop: &Arc<AtomicBool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
+) -> (
+    Arc<Record>,
+    Arc<AtomicBool>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let record = &Arc::new(Record::default());
+    let stop = &Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..CONTENDERS {
         let session = Session::connect(
@@ -111,7 +116,7 @@ async fn contend(
             session.close();
         }));
     }
-    tasks
+    (record.clone(), stop.clone(), tasks)
 }
 
 /// Waits (bounded) until `n` more acquisitions happened.
@@ -164,16 +169,7 @@ async fn ensemble_fault_leader_paused_longer_than_the_session_timeout() {
         return;
     }
     let ensemble = Ensemble::start(3).await.expect("ensemble");
-    let record = Arc::new(Record::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let tasks = contend(
-        ensemble.connect_string(),
-        "/fault-pause",
-        HOLD,
-        &record,
-        &stop,
-    )
-    .await;
+    let (record, stop, tasks) = contend(ensemble.connect_string(), "/fault-pause", HOLD).await;
     progress(&record, 10, "before the fault").await;
     let leader = ensemble.leader().await.expect("leader");
     ensemble.pause(leader).await.expect("pause");
@@ -192,16 +188,7 @@ async fn ensemble_fault_two_then_three_of_five_paused() {
         return;
     }
     let ensemble = Ensemble::start(5).await.expect("ensemble");
-    let record = Arc::new(Record::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let tasks = contend(
-        ensemble.connect_string(),
-        "/fault-quorum",
-        HOLD,
-        &record,
-        &stop,
-    )
-    .await;
+    let (record, stop, tasks) = contend(ensemble.connect_string(), "/fault-quorum", HOLD).await;
     progress(&record, 10, "before the fault").await;
     // Two followers: the quorum (3 of 5) stays.
     let leader = ensemble.leader().await.expect("leader");
@@ -233,19 +220,10 @@ async fn ensemble_fault_connected_member_killed() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
     let ensemble = Ensemble::start(3).await.expect("ensemble");
-    let record = Arc::new(Record::default());
-    let stop = Arc::new(AtomicBool::new(false));
     // The holder of each round's fresh acquisition is pinned (see `Record::pin_from`) until
     // its member is killed.
     let hold = HOLD;
-    let tasks = contend(
-        ensemble.connect_string(),
-        "/fault-connected",
-        hold,
-        &record,
-        &stop,
-    )
-    .await;
+    let (record, stop, tasks) = contend(ensemble.connect_string(), "/fault-connected", hold).await;
     progress(&record, 4, "before the fault").await;
     for round in 0..kills {
         let leader = ensemble.leader().await.ok();

@@ -5,28 +5,18 @@
 //! ZooKeeper and a wiped data dir is refused.
 
 mod common;
+mod ledger_common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::{children, eventually, servers, session};
+use ledger_common::config;
 use zkit::ledger::ZkRegistrationManager;
 use zkit_bookie::cookie::CookieError;
-use zkit_bookie::storage::{FileStorageOptions, FsyncMode};
-use zkit_bookie::{Bookie, BookieConfig, BookieError};
+use zkit_bookie::{Bookie, BookieError};
 
 const LIMIT: Duration = Duration::from_secs(20);
-
-fn config(dir: &std::path::Path, port: u16) -> BookieConfig {
-    let mut c = BookieConfig::new(format!("127.0.0.1:{port}").parse().unwrap(), dir);
-    c.storage = FileStorageOptions {
-        fsync: FsyncMode::Never,
-        ..FileStorageOptions::default()
-    };
-    c.min_free_bytes = 0;
-    c.writable_free_bytes = 0;
-    c
-}
 
 #[tokio::test]
 async fn registration_follows_the_bookie_mode_and_life() {

@@ -160,6 +160,18 @@ impl Cluster {
         }
     }
 
+    /// Runs instance `i1` of the procedure with `args` from the observer, over every member,
+    /// bounded by `timeout`.
+    async fn run_i1(
+        &self,
+        args: &[u8],
+        timeout: Duration,
+    ) -> Result<BTreeMap<String, Vec<u8>>, ProcedureError> {
+        Coordinator::new(&self.observer, &self.base)
+            .run(SIG, "i1", args, &self.names(), timeout)
+            .await
+    }
+
     fn names(&self) -> Vec<String> {
         self.members.iter().map(|(n, _, _)| n.clone()).collect()
     }
@@ -225,6 +237,14 @@ fn two_ok_and_c(c: Behavior) -> [(&'static str, Behavior); 3] {
     [("a", Behavior::Ok), ("b", Behavior::Ok), ("c", c)]
 }
 
+/// Members a and b that succeed and c that waits in its acquire until the returned gate is
+/// notified.
+async fn c_gated_at_acquire(addr: &str) -> (Cluster, Arc<Notify>) {
+    let gate = Arc::new(Notify::new());
+    let cluster = Cluster::start(addr, &two_ok_and_c(Behavior::GateAcquire(gate.clone()))).await;
+    (cluster, gate)
+}
+
 fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
@@ -264,9 +284,8 @@ async fn failure_in_acquire_aborts_everyone_and_names_the_member() {
             &two_ok_and_c(Behavior::FailAcquire { after: 2 }),
         )
         .await;
-        let s = cluster.observer.clone();
-        let err = Coordinator::new(&s, &cluster.base)
-            .run(SIG, "i1", b"t1", &cluster.names(), Duration::from_secs(30))
+        let err = cluster
+            .run_i1(b"t1", Duration::from_secs(30))
             .await
             .expect_err("procedure aborts");
         let reason = err.abort_reason().expect("an abort").clone();
@@ -296,9 +315,8 @@ async fn failure_inside_aborts_everyone_including_finished_members() {
             ],
         )
         .await;
-        let s = cluster.observer.clone();
-        let err = Coordinator::new(&s, &cluster.base)
-            .run(SIG, "i1", b"t1", &cluster.names(), Duration::from_secs(30))
+        let err = cluster
+            .run_i1(b"t1", Duration::from_secs(30))
             .await
             .expect_err("procedure aborts");
         assert_eq!(
@@ -318,12 +336,7 @@ async fn failure_inside_aborts_everyone_including_finished_members() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_member_aborts_at_once_not_at_the_timeout() {
     for target in servers().await {
-        let gate = Arc::new(Notify::new());
-        let mut cluster = Cluster::start(
-            &target.addr,
-            &two_ok_and_c(Behavior::GateAcquire(gate.clone())),
-        )
-        .await;
+        let (mut cluster, _gate) = c_gated_at_acquire(&target.addr).await;
         let s = cluster.observer.clone();
         let coordinator = Coordinator::new(&s, &cluster.base);
         let expected = cluster.names();
@@ -362,12 +375,7 @@ async fn dead_member_aborts_at_once_not_at_the_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coordinator_timeout_makes_members_clean_up() {
     for target in servers().await {
-        let gate = Arc::new(Notify::new());
-        let mut cluster = Cluster::start(
-            &target.addr,
-            &two_ok_and_c(Behavior::GateAcquire(gate.clone())),
-        )
-        .await;
+        let (mut cluster, gate) = c_gated_at_acquire(&target.addr).await;
         let s = cluster.observer.clone();
         let err = Coordinator::new(&s, &cluster.base)
             .run(

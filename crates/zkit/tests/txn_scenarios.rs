@@ -169,6 +169,18 @@ async fn coordinator(addr: &str, options: TxnOptions) -> (Session, Coordinator) 
     (session, coordinator)
 }
 
+/// Begins a transaction of [`NAMES`] and commits it, killing P3 once it voted yes; asserts
+/// that it committed and returns its id.
+async fn commit_with_p3_killed_after_its_yes(c: &Coordinator, group: &mut Group) -> String {
+    let txn = c.begin(&NAMES, b"x").expect("begin");
+    let txid = txn.txid().to_string();
+    let commit = tokio::spawn(txn.commit());
+    group.expect(voted_yes("P3"), "P3 voted yes").await;
+    group.kill(2);
+    assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
+    txid
+}
+
 async fn gone(session: Session, path: String) -> bool {
     matches!(session.client().check_stat(&path).await, Ok(None))
 }
@@ -286,6 +298,24 @@ fn recovery_observer() -> (RecoveryObserver, mpsc::UnboundedReceiver<RecoveryEve
     (observer, rx)
 }
 
+/// The recoverer's decision on `txid` and who wrote it, from its observer's events.
+async fn decided_by_recoverer(
+    recovered: &mut mpsc::UnboundedReceiver<RecoveryEvent>,
+    txid: &str,
+) -> (Decision, String) {
+    loop {
+        match recovered.recv().await {
+            Some(RecoveryEvent::Decided {
+                txid: t,
+                decision,
+                by,
+            }) if t == txid => break (decision, by),
+            Some(_) => {}
+            None => panic!("recoverer stopped"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coordinator_crash_before_decision_is_committed_by_the_recoverer() {
     for target in common::servers().await {
@@ -321,17 +351,7 @@ async fn coordinator_crash_before_decision_is_committed_by_the_recoverer() {
         assert_eq!(group.states(&txid), vec![FileState::Committed; 3]);
         // Long before the (30 s) deadline: a dead coordinator's complete votes commit at once.
         assert!(started.elapsed() < Duration::from_secs(10));
-        let decided = loop {
-            match recovered.recv().await {
-                Some(RecoveryEvent::Decided {
-                    txid: t,
-                    decision,
-                    by,
-                }) if t == txid => break (decision, by),
-                Some(_) => {}
-                None => panic!("recoverer stopped"),
-            }
-        };
+        let decided = decided_by_recoverer(&mut recovered, &txid).await;
         assert_eq!(decided, (Decision::Commit, "r1".to_string()));
         group.stop().await;
     }
@@ -347,12 +367,7 @@ async fn participant_crash_after_yes_applies_the_decision_when_back() {
             ..options.clone()
         };
         let (_session, c) = coordinator(&target.addr, slow).await;
-        let txn = c.begin(&NAMES, b"x").expect("begin");
-        let txid = txn.txid().to_string();
-        let commit = tokio::spawn(txn.commit());
-        group.expect(voted_yes("P3"), "P3 voted yes").await;
-        group.kill(2);
-        assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
+        let txid = commit_with_p3_killed_after_its_yes(&c, &mut group).await;
         // P3 is in doubt: prepared, outcome not applied.
         assert_eq!(group.resource(2).state(&txid), FileState::Prepared);
         group.restart(2, Duration::ZERO).await;
@@ -470,17 +485,7 @@ async fn old_coordinator_and_recoverer_race_for_one_decision() {
         let txn = old.begin(&NAMES, b"x").expect("begin");
         let txid = txn.txid().to_string();
         let outcome = txn.commit().await.expect("old coordinator finishes");
-        let by_recoverer = loop {
-            match recovered.recv().await {
-                Some(RecoveryEvent::Decided {
-                    txid: t,
-                    decision,
-                    by,
-                }) if t == txid => break (decision, by),
-                Some(_) => {}
-                None => panic!("recoverer stopped"),
-            }
-        };
+        let by_recoverer = decided_by_recoverer(&mut recovered, &txid).await;
         assert_eq!(Outcome::from(by_recoverer.0.clone()), outcome);
         assert_eq!(by_recoverer.1, "r1", "the recoverer wrote it first");
         group.applied(&txid, &NAMES).await;
@@ -515,12 +520,7 @@ async fn unacked_transaction_expires_and_the_straggler_still_commits() {
             ..options.clone()
         };
         let (session, c) = coordinator(&target.addr, slow).await;
-        let txn = c.begin(&NAMES, b"x").expect("begin");
-        let txid = txn.txid().to_string();
-        let commit = tokio::spawn(txn.commit());
-        group.expect(voted_yes("P3"), "P3 voted yes").await;
-        group.kill(2);
-        assert_eq!(commit.await.expect("task"), Ok(Outcome::Committed));
+        let txid = commit_with_p3_killed_after_its_yes(&c, &mut group).await;
         group.applied(&txid, &["P1", "P2"]).await;
         let layout = Layout::new(&root).expect("layout");
         common::eventually("expired without P3's ack", Duration::from_secs(15), || {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use zkit_bookie::protocol::entry::{master_key, DigestType, Digester, EntryHeader, MasterKey};
-use zkit_bookie::storage::{MemoryStorage, Storage};
+use zkit_bookie::storage::{MemoryStorage, Record, Storage};
 use zkit_bookie::{Bookie, BookieClient, BookieConfig, ClientOptions, MemoryRegistration};
 
 /// Bound for every wait in these tests.
@@ -38,6 +38,41 @@ pub fn entry(ledger_id: i64, entry_id: i64) -> Bytes {
         },
         payload.as_bytes(),
     )
+}
+
+/// Entry `entry_id` of `ledger_id` as the storage tests write it: `payload_len` bytes that
+/// depend on both ids, the length field counting `payload_len` per entry so far.
+pub fn sized_entry(ledger_id: i64, entry_id: i64, payload_len: usize) -> Bytes {
+    let payload: Vec<u8> = (0..payload_len)
+        .map(|i| (i as i64 * 7 + entry_id * 13 + ledger_id) as u8)
+        .collect();
+    Digester::new(DigestType::Crc32c, b"pw").encode(
+        EntryHeader {
+            ledger_id,
+            entry_id,
+            lac: entry_id - 1,
+            length: (entry_id + 1) * payload_len as i64,
+        },
+        &payload,
+    )
+}
+
+/// The journal record that adds [`sized_entry`]`(ledger_id, entry_id, payload_len)`.
+pub fn add_record(ledger_id: i64, entry_id: i64, payload_len: usize) -> Record {
+    Record::Add {
+        ledger_id,
+        entry_id,
+        lac: entry_id - 1,
+        entry: sized_entry(ledger_id, entry_id, payload_len),
+    }
+}
+
+/// The journal record that sets `ledger_id`'s master key (32 bytes of the id's low byte).
+pub fn key_record(ledger_id: i64) -> Record {
+    Record::Key {
+        ledger_id,
+        master_key: [ledger_id as u8; 32],
+    }
 }
 
 /// A bookie on in-memory storage and registration.

@@ -130,14 +130,6 @@ impl Client {
     pub fn get_and_watch_config(
         &self,
     ) -> impl Future<Output = Result<(Vec<u8>, Stat, OneshotWatcher)>> + Send + 'static {
-        let fut = self.get_data_with(&Chroot::default(), CONFIG_NODE, true);
-        async move {
-            let (data, stat, watcher) = fut.await?;
-            Ok((
-                data,
-                stat,
-                watcher.ok_or_else(|| Error::unexpected("watch not registered"))?,
-            ))
-        }
+        self.get_and_watch_with(&Chroot::default(), CONFIG_NODE)
     }
 }

@@ -32,8 +32,7 @@ use crate::types::{SessionId, SessionInfo, SessionState};
 use crate::watch::WatchKind;
 use crate::watcher::StateWatcher;
 
-use self::wire::Sent;
-pub(crate) use self::wire::{encode_create_body, frame, put_path, reply};
+pub(crate) use self::wire::{encode_create_body, frame, put_path, reply, Sent};
 
 /// A ZooKeeper session, shared by every clone (and every [`Client::chroot`]ed view).
 ///

@@ -46,6 +46,23 @@ impl Client {
         }
     }
 
+    /// [`Client::get_data_with`] with a watch, which must have been registered.
+    pub(super) fn get_and_watch_with(
+        &self,
+        chroot: &Chroot,
+        path: &str,
+    ) -> impl Future<Output = Result<(Vec<u8>, Stat, OneshotWatcher)>> + Send + 'static {
+        let fut = self.get_data_with(chroot, path, true);
+        async move {
+            let (data, stat, watcher) = fut.await?;
+            Ok((
+                data,
+                stat,
+                watcher.ok_or_else(|| Error::unexpected("watch not registered"))?,
+            ))
+        }
+    }
+
     /// A node's data and stat (null data reads as empty).
     ///
     /// # Errors
@@ -74,15 +91,7 @@ impl Client {
         &self,
         path: &str,
     ) -> impl Future<Output = Result<(Vec<u8>, Stat, OneshotWatcher)>> + Send + 'static {
-        let fut = self.get_data_with(&self.chroot, path, true);
-        async move {
-            let (data, stat, watcher) = fut.await?;
-            Ok((
-                data,
-                stat,
-                watcher.ok_or_else(|| Error::unexpected("watch not registered"))?,
-            ))
-        }
+        self.get_and_watch_with(&self.chroot, path)
     }
 
     fn exists_with(

@@ -13,7 +13,7 @@ use crate::session::Reply;
 use crate::types::{CreateOptions, CreateSequence};
 
 /// The future of a request that was sent, or the error that stopped it before sending.
-pub(super) type Sent = Result<oneshot::Receiver<Result<Reply>>>;
+pub(crate) type Sent = Result<oneshot::Receiver<Result<Reply>>>;
 
 /// A request frame: length and xid placeholders (patched by the connection task), op code.
 pub(crate) fn frame(op: OpCode, capacity: usize) -> BytesMut {

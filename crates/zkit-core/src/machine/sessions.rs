@@ -40,22 +40,7 @@ impl Core {
             if let Some(s) = self.sessions.get_mut(&id) {
                 s.deadline = Some(deadline);
             }
-            let c = self.conns.entry(conn).or_default();
-            c.session = Some(id);
-            c.timeout_ms = timeout;
-            self.push(
-                conn,
-                Outbound::Connect {
-                    response: ConnectResponse {
-                        protocol_version: 0,
-                        time_out: timeout,
-                        session_id: id,
-                        passwd: fresh_passwd.to_vec(),
-                        read_only,
-                    },
-                    close_after: false,
-                },
-            );
+            self.attach(conn, id, timeout, fresh_passwd.to_vec(), read_only);
             return;
         }
         // Apache closes every other connection of the session before it even checks the
@@ -79,24 +64,7 @@ impl Core {
             _ => None,
         };
         match valid {
-            Some(passwd) => {
-                let c = self.conns.entry(conn).or_default();
-                c.session = Some(req.session_id);
-                c.timeout_ms = timeout;
-                self.push(
-                    conn,
-                    Outbound::Connect {
-                        response: ConnectResponse {
-                            protocol_version: 0,
-                            time_out: timeout,
-                            session_id: req.session_id,
-                            passwd,
-                            read_only,
-                        },
-                        close_after: false,
-                    },
-                );
-            }
+            Some(passwd) => self.attach(conn, req.session_id, timeout, passwd, read_only),
             None => self.push(
                 conn,
                 Outbound::Connect {
@@ -111,6 +79,45 @@ impl Core {
                 },
             ),
         }
+    }
+
+    /// Commits the txn that closes `session` at `now`.
+    fn commit_close(&mut self, now: i64, session: i64) {
+        let txn = Txn {
+            zxid: self.next_zxid(),
+            session,
+            time: now,
+            op: TxnOp::CloseSession,
+        };
+        self.commit(txn);
+    }
+
+    /// Puts `conn` on `session` (negotiated `timeout`) and queues the ConnectResponse that
+    /// says so, with the session's password.
+    fn attach(
+        &mut self,
+        conn: ConnId,
+        session: i64,
+        timeout: i32,
+        passwd: Vec<u8>,
+        read_only: Option<bool>,
+    ) {
+        let c = self.conns.entry(conn).or_default();
+        c.session = Some(session);
+        c.timeout_ms = timeout;
+        self.push(
+            conn,
+            Outbound::Connect {
+                response: ConnectResponse {
+                    protocol_version: 0,
+                    time_out: timeout,
+                    session_id: session,
+                    passwd,
+                    read_only,
+                },
+                close_after: false,
+            },
+        );
     }
 
     /// The live session of `conn`, touched (unless `touch` is false). `None` (and a Close
@@ -141,13 +148,7 @@ impl Core {
     /// closeSession (-11): the txn (deleting the session's ephemerals, firing their watches),
     /// the reply, then the connection is closed.
     pub(super) fn close_session(&mut self, now: i64, conn: ConnId, xid: i32, session: i64) {
-        let txn = Txn {
-            zxid: self.next_zxid(),
-            session,
-            time: now,
-            op: TxnOp::CloseSession,
-        };
-        self.commit(txn);
+        self.commit_close(now, session);
         self.reply(conn, xid, 0, Response::Empty);
         self.detach(conn);
         self.push(conn, Outbound::Close);
@@ -187,13 +188,7 @@ impl Core {
     /// Expires `session`: a closeSession txn (deleting its ephemerals, firing watches), then
     /// the attached connections are closed.
     fn expire(&mut self, now: i64, session: i64) {
-        let txn = Txn {
-            zxid: self.next_zxid(),
-            session,
-            time: now,
-            op: TxnOp::CloseSession,
-        };
-        self.commit(txn);
+        self.commit_close(now, session);
         let conns: Vec<ConnId> = self
             .conns
             .iter()

@@ -122,6 +122,18 @@ impl Core {
 
     /// `DataTree.setWatches`: re-registration after reconnect; events for what changed since
     /// `relative_zxid` are queued immediately (before the reply).
+    /// Queues to `conn` the event `kind` on `path` that a watch re-set after a reconnect
+    /// missed (zxid -1, as Apache sends it instead of setting the watch).
+    fn push_missed(&mut self, conn: ConnId, kind: i32, path: &str) {
+        self.push(
+            conn,
+            Outbound::Event {
+                zxid: -1,
+                event: event(kind, path),
+            },
+        );
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn set_watches(
         &mut self,
@@ -135,52 +147,26 @@ impl Core {
     ) {
         for path in data {
             match self.tree.get(path) {
-                None => self.push(
-                    conn,
-                    Outbound::Event {
-                        zxid: -1,
-                        event: event(event_type::NODE_DELETED, path),
-                    },
-                ),
-                Some(n) if n.mzxid > relative_zxid => self.push(
-                    conn,
-                    Outbound::Event {
-                        zxid: -1,
-                        event: event(event_type::NODE_DATA_CHANGED, path),
-                    },
-                ),
+                None => self.push_missed(conn, event_type::NODE_DELETED, path),
+                Some(n) if n.mzxid > relative_zxid => {
+                    self.push_missed(conn, event_type::NODE_DATA_CHANGED, path)
+                }
                 Some(_) => self.data_watches.add(path, conn, watch::STANDARD),
             }
         }
         for path in exist {
             if self.tree.get(path).is_some() {
-                self.push(
-                    conn,
-                    Outbound::Event {
-                        zxid: -1,
-                        event: event(event_type::NODE_CREATED, path),
-                    },
-                );
+                self.push_missed(conn, event_type::NODE_CREATED, path);
             } else {
                 self.data_watches.add(path, conn, watch::STANDARD);
             }
         }
         for path in child {
             match self.tree.get(path) {
-                None => self.push(
-                    conn,
-                    Outbound::Event {
-                        zxid: -1,
-                        event: event(event_type::NODE_DELETED, path),
-                    },
-                ),
-                Some(n) if n.pzxid > relative_zxid => self.push(
-                    conn,
-                    Outbound::Event {
-                        zxid: -1,
-                        event: event(event_type::NODE_CHILDREN_CHANGED, path),
-                    },
-                ),
+                None => self.push_missed(conn, event_type::NODE_DELETED, path),
+                Some(n) if n.pzxid > relative_zxid => {
+                    self.push_missed(conn, event_type::NODE_CHILDREN_CHANGED, path)
+                }
                 Some(_) => self.child_watches.add(path, conn, watch::STANDARD),
             }
         }

@@ -2,9 +2,8 @@
 #![allow(dead_code)]
 
 use zkit_core::{Config, ConnId, Core, Outbound, Ready, Txn};
-use zkit_proto::op::perms;
 use zkit_proto::{
-    Acl, ConnectRequest, CreateRequest, Id, ReplyHeader, Request, Response, Stat, WatcherEvent,
+    ConnectRequest, CreateRequest, ReplyHeader, Request, Response, Stat, WatcherEvent,
 };
 
 pub const T0: i64 = 1_700_000_000_000;
@@ -16,15 +15,7 @@ pub struct H {
     next_xid: i32,
 }
 
-pub fn open_acl() -> Vec<Acl> {
-    vec![Acl {
-        perms: perms::ALL,
-        id: Id {
-            scheme: "world".into(),
-            id: "anyone".into(),
-        },
-    }]
-}
+pub use zkit_core::tree::open_acl;
 
 pub fn connect_req(session_id: i64, passwd: Vec<u8>, timeout: i32) -> ConnectRequest {
     ConnectRequest {

@@ -14,6 +14,18 @@ use zkit_proto::{ConnectRequest, ConnectResponse, Record, ReplyHeader, Request};
 /// Bound on every wait in these tests: they fail rather than hang.
 pub const WAIT: Duration = Duration::from_secs(10);
 
+/// The ConnectRequest of a new session with a 30 s timeout, as the Java client 3.8 sends it.
+pub fn new_session_request() -> ConnectRequest {
+    ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        time_out: 30_000,
+        session_id: 0,
+        passwd: vec![0; 16],
+        read_only: Some(false),
+    }
+}
+
 /// A raw connection.
 pub struct Raw {
     pub stream: TcpStream,
@@ -41,14 +53,7 @@ impl Raw {
     /// Sends a new-session ConnectRequest (30 s timeout); the reply frame, or `None` when the
     /// server closed the connection instead.
     pub async fn try_handshake(&mut self) -> Option<Vec<u8>> {
-        let request = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            time_out: 30_000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        };
+        let request = new_session_request();
         self.send_frame(|b| request.encode(b)).await;
         self.read_frame().await
     }

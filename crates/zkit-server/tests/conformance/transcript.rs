@@ -79,14 +79,19 @@ impl Transcript {
     /// `z*` (ranks are only meaningful over a whole transcript) and the root as `/R`.
     pub fn take_from(&mut self, from: usize) -> Vec<String> {
         let taken = self.lines.split_off(from.min(self.lines.len()));
-        taken
+        self.render(&taken, |s, _| s.push_str("z*"))
+    }
+
+    /// `lines` as text, each zxid written by `zxid` and the root as `/R`.
+    fn render(&self, lines: &[Line], zxid: impl Fn(&mut String, i64)) -> Vec<String> {
+        lines
             .iter()
             .map(|l| {
                 let mut s = String::new();
                 for t in &l.0 {
                     match t {
                         Tok::T(t) => s.push_str(t),
-                        Tok::Z(_) => s.push_str("z*"),
+                        Tok::Z(z) => zxid(&mut s, *z),
                     }
                 }
                 s.replace(&self.root, "/R")
@@ -128,21 +133,9 @@ impl Transcript {
             .collect();
         let rank: HashMap<i64, usize> =
             zxids.into_iter().enumerate().map(|(i, z)| (z, i)).collect();
-        self.lines
-            .iter()
-            .map(|l| {
-                let mut s = String::new();
-                for t in &l.0 {
-                    match t {
-                        Tok::T(t) => s.push_str(t),
-                        Tok::Z(z) => {
-                            let _ = write!(s, "z{}", rank[z]);
-                        }
-                    }
-                }
-                s.replace(&self.root, "/R")
-            })
-            .collect()
+        self.render(&self.lines, |s, z| {
+            let _ = write!(s, "z{}", rank[&z]);
+        })
     }
 }
 

@@ -1,13 +1,11 @@
 //! [`self_test`]: every checker's known-good and known-bad histories, run at once (the
 //! binary's `self-test` command).
 
-use super::{ledger, locks, queue, register, sessions, set, unique_ids, Checker};
-use crate::history::History;
+use super::{ledger, locks, queue, register, sessions, set, unique_ids, Example};
 
-/// Runs every checker's known-good and known-bad histories; returns one line per case and
-/// whether all behaved (good passes, bad is caught).
-pub fn self_test() -> (bool, Vec<String>) {
-    let cases: Vec<(&str, Box<dyn Checker>, History, bool)> = [
+/// Every checker's examples, checker by checker.
+fn all_examples() -> Vec<Example> {
+    [
         register::examples(),
         set::examples(),
         unique_ids::examples(),
@@ -18,10 +16,15 @@ pub fn self_test() -> (bool, Vec<String>) {
     ]
     .into_iter()
     .flatten()
-    .collect();
+    .collect()
+}
+
+/// Runs every checker's known-good and known-bad histories; returns one line per case and
+/// whether all behaved (good passes, bad is caught).
+pub fn self_test() -> (bool, Vec<String>) {
     let mut all = true;
     let mut lines = Vec::new();
-    for (name, checker, history, good) in cases {
+    for (name, checker, history, good) in all_examples() {
         let verdict = checker.check(&history).map(|r| r.is_valid());
         let right = verdict.as_ref().is_ok_and(|v| *v == good);
         all &= right;
@@ -48,5 +51,11 @@ mod tests {
         let (ok, lines) = super::self_test();
         assert!(ok, "{}", lines.join("\n"));
         assert!(lines.len() >= 14, "{}", lines.join("\n"));
+    }
+
+    /// Each example's verdict, with the history around the violations of one that is wrong.
+    #[test]
+    fn every_example_gets_its_verdict() {
+        crate::checker::assert_examples_behave(super::all_examples());
     }
 }

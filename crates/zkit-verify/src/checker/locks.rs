@@ -188,13 +188,3 @@ pub fn examples() -> Vec<Example> {
     out.push(("token went back", c(), b.build(), false));
     out
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn examples_behave() {
-        crate::checker::assert_examples_behave(examples());
-    }
-}

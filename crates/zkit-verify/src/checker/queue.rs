@@ -166,13 +166,3 @@ pub fn examples() -> Vec<Example> {
     out.push(("ack not durable", c(), b.build(), false));
     out
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn examples_behave() {
-        crate::checker::assert_examples_behave(examples());
-    }
-}

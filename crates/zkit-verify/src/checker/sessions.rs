@@ -364,13 +364,3 @@ pub fn examples() -> Vec<Example> {
     out.push(("session survives a short partition", c(), short, true));
     out
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn examples_behave() {
-        crate::checker::assert_examples_behave(examples());
-    }
-}

@@ -153,11 +153,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn examples_behave() {
-        crate::checker::assert_examples_behave(examples());
-    }
-
-    #[test]
     fn an_add_concurrent_with_the_final_read_may_be_missing() {
         let mut b = HistoryBuilder::new();
         let (i, o) = read(&[]);

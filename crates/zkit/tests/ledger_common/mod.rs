@@ -65,7 +65,8 @@ pub fn options(root: &str) -> LedgerOptions {
     }
 }
 
-fn config(dir: &std::path::Path, port: u16) -> BookieConfig {
+/// A bookie on `127.0.0.1:port` storing under `dir`: no fsync, no free-space limits.
+pub fn config(dir: &std::path::Path, port: u16) -> BookieConfig {
     let mut c = BookieConfig::new(format!("127.0.0.1:{port}").parse().unwrap(), dir);
     c.storage = FileStorageOptions {
         fsync: FsyncMode::Never,
