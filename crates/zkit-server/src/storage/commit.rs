@@ -147,11 +147,20 @@ fn run(mut wal: Wal, rx: mpsc::Receiver<Job>) -> Wal {
         }
         commit_group(&mut wal, &mut group);
         for (zxid, done) in prunes.drain(..) {
-            let _ = done.send(wal.prune_through(zxid));
+            let started = std::time::Instant::now();
+            let pruned = wal.prune_through(zxid);
+            let took = started.elapsed();
+            if took >= SLOW_GROUP {
+                tracing::debug!(?took, "slow WAL prune on the commit thread");
+            }
+            let _ = done.send(pruned);
         }
     }
     wal
 }
+
+/// A group (writes plus fdatasync) at least this long is logged at debug, with its parts.
+const SLOW_GROUP: std::time::Duration = std::time::Duration::from_millis(20);
 
 fn commit_group(wal: &mut Wal, group: &mut Vec<(Batch, oneshot::Sender<Result<()>>)>) {
     #[cfg(feature = "failpoints")]
@@ -163,6 +172,9 @@ fn commit_group(wal: &mut Wal, group: &mut Vec<(Batch, oneshot::Sender<Result<()
     }
     // Written batches wait here for the fsync; rejected ones (bad zxid, too large) are answered
     // at once and do not hold up the rest.
+    let started = std::time::Instant::now();
+    let batches = group.len();
+    let records: usize = group.iter().map(|(r, _)| r.len()).sum();
     let mut written = Vec::with_capacity(group.len());
     let mut failure: Option<StorageError> = None;
     for (records, done) in group.drain(..) {
@@ -181,10 +193,15 @@ fn commit_group(wal: &mut Wal, group: &mut Vec<(Batch, oneshot::Sender<Result<()
             }
         }
     }
+    let wrote = started.elapsed();
     let result = match failure {
         Some(e) => Err(e),
         None => wal.sync(),
     };
+    let took = started.elapsed();
+    if took >= SLOW_GROUP {
+        tracing::debug!(batches, records, ?wrote, ?took, "slow WAL group");
+    }
     for done in written {
         let _ = done.send(result.clone());
     }

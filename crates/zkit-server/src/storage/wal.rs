@@ -431,6 +431,7 @@ impl Wal {
             }
         }
         self.dirty = false;
+        let synced_old = started.elapsed();
         let path = self.dir.join(segment_name(first_zxid));
         let tmp = path.with_extension("log.tmp");
         let capacity = self
@@ -463,6 +464,7 @@ impl Wal {
         tracing::debug!(
             first_zxid = format_args!("{first_zxid:#x}"),
             capacity,
+            ?synced_old,
             took = ?started.elapsed(),
             "rolled to a new WAL segment"
         );
