@@ -10,16 +10,14 @@
 //! and for snapshots that do not stop writes:
 //! - every node is one shared [`record`] (stat, ACL id, path, data in one allocation) in an
 //!   arena indexed by a `u32` node id; freed ids are reused;
-//! - a path index (hash tables of ids, hashed by the path stored in the record itself, so
-//!   each path is stored once; sharded so that growing it never rehashes every node at once:
-//!   see [`index`]);
+//! - a path index (a hash table of ids, hashed by the path stored in the record itself, so
+//!   each path is stored once);
 //! - children as a hash set of ids per parent (outside the records: a child create or delete
 //!   never copies a sibling list, and deleting one of a million children is O(1));
 //! - ACL lists interned in an [`AclTable`] with reference counts;
 //! - a [`Capture`] of the tree is a clone of the arena (reference-count bumps), after which a
 //!   mutation copies only the record it touches (`Arc` copy-on-write).
 
-mod index;
 mod record;
 pub(crate) mod stored;
 
@@ -33,7 +31,6 @@ use zkit_proto::{op::perms, Acl, ErrorCode, Id, Stat};
 use crate::acl::AclTable;
 use crate::path::{self, CONFIG_PATH, PROC_PATH, QUOTA_PATH};
 
-use index::PathIndex;
 pub use record::Meta;
 use record::Record;
 use stored::StoredStat;
@@ -238,8 +235,8 @@ fn slot_key(slots: &[Option<Record>], id: u32) -> &[u8] {
 
 /// The path index lookup, as a function of the fields it needs (so callers can hold other
 /// fields mutably). `hash` is the tree hasher's hash of `path` as bytes.
-fn lookup(index: &PathIndex, slots: &[Option<Record>], hash: u64, path: &[u8]) -> Option<u32> {
-    index.find(hash, |&id| slot_key(slots, id) == path)
+fn lookup(index: &HashTable<u32>, slots: &[Option<Record>], hash: u64, path: &[u8]) -> Option<u32> {
+    index.find(hash, |&id| slot_key(slots, id) == path).copied()
 }
 
 /// The parent of a path given as bytes (see [`path::parent_of`]).
@@ -277,7 +274,7 @@ pub struct DataTree {
     slots: Vec<Option<Record>>,
     free: Vec<u32>,
     /// Path → id, hashed by `hasher` over the path inside the record.
-    index: PathIndex,
+    index: HashTable<u32>,
     /// Seeded by the shell (see [`TreeHasher`]).
     hasher: TreeHasher,
     /// Parent id → child ids (only parents that have children).
@@ -397,7 +394,7 @@ impl DataTree {
 
     /// Never true: the root always exists.
     pub fn is_empty(&self) -> bool {
-        self.index.len() == 0
+        self.index.is_empty()
     }
 
     /// The interned ACL lists (with reference counts).
@@ -602,7 +599,9 @@ impl DataTree {
         }
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
         let parent = self.find(parent_path);
-        self.index.remove(hash, id);
+        if let Ok(entry) = self.index.find_entry(hash, |&i| i == id) {
+            entry.remove();
+        }
         self.children.remove(&id);
         let Some(rec) = self.slots.get_mut(id as usize).and_then(Option::take) else {
             return Ok(());
@@ -694,7 +693,7 @@ impl DataTree {
         DataTree {
             slots: Vec::new(),
             free: Vec::new(),
-            index: PathIndex::new(),
+            index: HashTable::new(),
             children: HashMap::with_hasher(hasher.clone()),
             hasher,
             acls: AclTable::default(),
