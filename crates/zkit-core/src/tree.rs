@@ -11,7 +11,8 @@
 //! - every node is one shared [`record`] (stat, ACL id, path, data in one allocation) in an
 //!   arena indexed by a `u32` node id; freed ids are reused;
 //! - a path index (a hash table of ids, hashed by the path stored in the record itself, so
-//!   each path is stored once);
+//!   each path is stored once; each entry keeps 32 bits of that hash, so growing the table
+//!   rehashes from the entries alone instead of reading a million records);
 //! - children as a hash set of ids per parent (outside the records: a child create or delete
 //!   never copies a sibling list, and deleting one of a million children is O(1));
 //! - ACL lists interned in an [`AclTable`] with reference counts;
@@ -233,10 +234,40 @@ fn slot_key(slots: &[Option<Record>], id: u32) -> &[u8] {
     }
 }
 
+/// One entry of the path index: a node id and the 32 bits of its path's hash that the table
+/// is keyed by ([`index_hash`]). Keeping them in the entry means growing the table (a rehash
+/// of every entry, at 7/8 of each power of two) reads only the table: rehashing from the
+/// paths would read every record, a cache miss each, hundreds of milliseconds on the
+/// pipeline at a million nodes.
+#[derive(Debug, Clone, Copy)]
+struct IndexEntry {
+    id: u32,
+    tag: u32,
+}
+
+/// The 32 bits of a path's tree-hasher hash that the index keeps.
+fn index_tag(hasher: &TreeHasher, path: &[u8]) -> u32 {
+    let h = hasher.hash_one(path);
+    (h ^ (h >> 32)) as u32
+}
+
+/// The table hash of an index entry with `tag`: the tag spread over 64 bits (hashbrown takes
+/// its control byte from the top bits and the bucket from the low ones).
+fn index_hash(tag: u32) -> u64 {
+    u64::from(tag).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 /// The path index lookup, as a function of the fields it needs (so callers can hold other
-/// fields mutably). `hash` is the tree hasher's hash of `path` as bytes.
-fn lookup(index: &HashTable<u32>, slots: &[Option<Record>], hash: u64, path: &[u8]) -> Option<u32> {
-    index.find(hash, |&id| slot_key(slots, id) == path).copied()
+/// fields mutably). `hash` is [`DataTree::hash`] of `path`.
+fn lookup(
+    index: &HashTable<IndexEntry>,
+    slots: &[Option<Record>],
+    hash: u64,
+    path: &[u8],
+) -> Option<u32> {
+    index
+        .find(hash, |e| slot_key(slots, e.id) == path)
+        .map(|e| e.id)
 }
 
 /// The parent of a path given as bytes (see [`path::parent_of`]).
@@ -273,8 +304,8 @@ pub struct DataTree {
     /// Node records by id; `None` is a free id (listed in `free`).
     slots: Vec<Option<Record>>,
     free: Vec<u32>,
-    /// Path → id, hashed by `hasher` over the path inside the record.
-    index: HashTable<u32>,
+    /// Path → id, hashed by `hasher` over the path inside the record (see [`IndexEntry`]).
+    index: HashTable<IndexEntry>,
     /// Seeded by the shell (see [`TreeHasher`]).
     hasher: TreeHasher,
     /// Parent id → child ids (only parents that have children).
@@ -343,8 +374,13 @@ impl DataTree {
         self.extended_types
     }
 
+    /// The path index's hash of `path`.
     fn hash(&self, path: &str) -> u64 {
-        self.hasher.hash_one(path.as_bytes())
+        self.hash_bytes(path.as_bytes())
+    }
+
+    fn hash_bytes(&self, path: &[u8]) -> u64 {
+        index_hash(index_tag(&self.hasher, path))
     }
 
     fn find(&self, path: &str) -> Option<u32> {
@@ -482,6 +518,9 @@ impl DataTree {
     /// checked that its path (whose hash is `hash`) is new and its ACL id is counted.
     fn insert_unlinked(&mut self, rec: Record, hash: u64) -> u32 {
         let (path, data, meta) = record::parts(&rec);
+        // What a rehash needs of this entry (`hash` is `index_hash` of it).
+        let tag = index_tag(&self.hasher, path.as_bytes());
+        debug_assert_eq!(index_hash(tag), hash);
         self.data_size += (path.len() + data.map_or(0, <[u8]>::len)) as u64;
         let owner = meta.ephemeral_owner;
         // Only ephemeral, container and TTL nodes are indexed by path.
@@ -502,9 +541,8 @@ impl DataTree {
                 id
             }
         };
-        let (slots, hasher) = (&self.slots, &self.hasher);
         self.index
-            .insert_unique(hash, id, |&i| hasher.hash_one(slot_key(slots, i)));
+            .insert_unique(hash, IndexEntry { id, tag }, |e| index_hash(e.tag));
         if let Some(path) = indexed {
             self.index_owner(&path, owner);
         }
@@ -532,7 +570,7 @@ impl DataTree {
                 continue;
             }
             let parent = parent_bytes(p).unwrap_or(b"/");
-            let hash = self.hasher.hash_one(parent);
+            let hash = self.hash_bytes(parent);
             let pid = lookup(&self.index, &self.slots, hash, parent)
                 .ok_or_else(|| format!("{} has no parent", record::path(rec)))?;
             pairs.push((pid, id as u32));
@@ -599,7 +637,7 @@ impl DataTree {
         }
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
         let parent = self.find(parent_path);
-        if let Ok(entry) = self.index.find_entry(hash, |&i| i == id) {
+        if let Ok(entry) = self.index.find_entry(hash, |e| e.id == id) {
             entry.remove();
         }
         self.children.remove(&id);
@@ -708,9 +746,7 @@ impl DataTree {
     /// Restore: room for `nodes` nodes.
     pub(crate) fn reserve(&mut self, nodes: usize) {
         self.slots.reserve(nodes);
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        self.index
-            .reserve(nodes, |&i| hasher.hash_one(slot_key(slots, i)));
+        self.index.reserve(nodes, |e| index_hash(e.tag));
     }
 
     /// Restore: an ACL list; returns the id it gets in this tree.
@@ -791,6 +827,40 @@ impl DataTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_path_index_finds_every_node_after_growing_and_shrinking() {
+        // Enough nodes for the index to grow (and rehash from its entries' tags) many times.
+        let mut t = DataTree::new(false);
+        let acl = open_acl();
+        let n = 20_000;
+        t.create("/d", None, &acl, 0, 1, 1, 0).ok();
+        for i in 0..n {
+            let made = t.create(&format!("/d/n{i}"), Some(b"x"), &acl, 0, i + 2, 2, 0);
+            assert!(made.is_ok(), "n{i}: {made:?}");
+        }
+        for i in 0..n {
+            assert!(t.stat(&format!("/d/n{i}")).is_some(), "n{i} lost");
+        }
+        assert_eq!(
+            t.create("/d/n7", None, &acl, 0, 1, 3, 0),
+            Err(ErrorCode::NodeExists)
+        );
+        for i in (0..n).step_by(2) {
+            assert_eq!(t.delete(&format!("/d/n{i}"), 4), Ok(()), "n{i}");
+        }
+        for i in 0..n {
+            assert_eq!(t.stat(&format!("/d/n{i}")).is_some(), i % 2 == 1, "n{i}");
+        }
+        // Freed ids are reused by new paths, which the index finds too.
+        for i in 0..n / 2 {
+            assert!(t
+                .create(&format!("/d/m{i}"), None, &acl, 0, 1, 5, 0)
+                .is_ok());
+        }
+        assert!((0..n / 2).all(|i| t.stat(&format!("/d/m{i}")).is_some()));
+        assert_eq!(t.get("/d").map(|d| d.num_children()), Some(n as usize));
+    }
 
     #[test]
     fn special_nodes_have_apache_stats() {
