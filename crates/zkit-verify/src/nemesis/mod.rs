@@ -17,7 +17,9 @@
 //!   member ([`Fault::IsolateMember`]) while its clients keep their connections.
 //!
 //! Faults run one at a time: inject, hold, heal, pause, next. A schedule is a pure function of
-//! the seed, the fault kinds, the run's length and its timing.
+//! the seed, the fault kinds, the run's length and its timing; it goes through the kinds in
+//! cycles, each a seeded random permutation of them, so that a run long enough for one cycle
+//! injects every kind of its set.
 
 pub mod bookie;
 pub mod client;
@@ -32,6 +34,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use crate::Error;
@@ -345,6 +348,11 @@ pub struct Planned {
     /// At least this long after the previous fault healed (a heal that took longer than
     /// planned, such as a slow restart, pushes the rest of the schedule back).
     pub quiet: Duration,
+    /// The kind it was drawn as (`pause` and `pause-long` are both [`Fault::PauseServer`]).
+    pub kind: FaultKind,
+    /// The cycle of the schedule it belongs to, from 0: a cycle goes through each kind of the
+    /// set once, but for those that no longer fit near the end of the run.
+    pub cycle: usize,
     /// The fault.
     pub fault: Fault,
 }
@@ -366,6 +374,12 @@ impl Schedule {
     /// Draws faults of `kinds` over `run` (none in the first 10% and the last 15%, so the
     /// run starts and ends healthy), hitting clients `0..clients` (client faults only hit
     /// `victims`, when given).
+    ///
+    /// The schedule goes through the set in cycles: each cycle is a seeded random
+    /// permutation of `kinds`, so every kind is injected once per cycle and a run long enough
+    /// for one cycle injects every kind of its set. A fault that no longer fits before the
+    /// end is left out and the rest of its cycle tried; the schedule ends with the first cycle
+    /// of which nothing fits.
     pub fn generate(
         seed: u64,
         kinds: &[FaultKind],
@@ -379,86 +393,119 @@ impl Schedule {
         if kinds.is_empty() {
             return Schedule { seed, planned };
         }
-        let t = timing.session_timeout;
         let last = run.mul_f64(0.85);
         let mut at = run.mul_f64(0.1);
         let mut quiet = Duration::ZERO;
-        loop {
-            let kind = kinds[rng.gen_range(0..kinds.len())];
-            let victim = |rng: &mut StdRng| match victims {
-                Some(v) if !v.is_empty() => v[rng.gen_range(0..v.len())],
-                _ => rng.gen_range(0..clients.max(1)),
-            };
-            let fault = match kind {
-                FaultKind::Kill => Fault::KillServer {
-                    down: between(&mut rng, t, 0.1, 0.5),
-                },
-                FaultKind::Pause => Fault::PauseServer {
-                    duration: between(&mut rng, t, 0.15, 0.4),
-                },
-                FaultKind::PauseLong => Fault::PauseServer {
-                    duration: between(&mut rng, t, 1.4, 1.9) + timing.tick * 2,
-                },
-                FaultKind::Drop => Fault::DropConnections,
-                FaultKind::Reset => Fault::ResetConnections,
-                FaultKind::Stall => Fault::StallConnections {
-                    duration: between(&mut rng, t, 0.6, 0.9),
-                },
-                FaultKind::Partition => Fault::Partition {
-                    client: victim(&mut rng),
-                    duration: between(&mut rng, t, 0.2, 0.4),
-                },
-                FaultKind::PartitionLong => Fault::Partition {
-                    client: victim(&mut rng),
-                    duration: between(&mut rng, t, 1.5, 2.0) + timing.tick * 2,
-                },
-                FaultKind::DiskFull => Fault::DiskFull {
-                    duration: between(&mut rng, Duration::from_secs(1), 0.5, 1.5),
-                },
-                FaultKind::KillClient => Fault::KillClient {
-                    client: victim(&mut rng),
-                },
-                FaultKind::KillLeader | FaultKind::KillFollower => Fault::KillMember {
-                    member: member_of(kind, &mut rng),
-                    down: between(&mut rng, t, 0.1, 0.5),
-                },
-                FaultKind::PauseLeader | FaultKind::PauseFollower => Fault::PauseMember {
-                    member: member_of(kind, &mut rng),
-                    // Half of them short of syncLimit (writes stall, nobody leaves), half
-                    // past it (the leader is left, or drops the follower).
-                    duration: if rng.gen_bool(0.5) {
-                        between(&mut rng, timing.sync_limit, 0.2, 0.6)
-                    } else {
-                        between(&mut rng, timing.sync_limit, 1.1, 1.4)
-                    },
-                },
-                FaultKind::PauseClient => Fault::PauseClient {
-                    client: victim(&mut rng),
-                    duration: between(&mut rng, t, 0.5, 1.5),
-                },
-                FaultKind::KillBookie => Fault::KillBookie {
-                    bookie: rng.gen_range(0..BOOKIES),
-                    down: between(&mut rng, t, 0.3, 1.0),
-                },
-                FaultKind::PauseBookie => Fault::PauseBookie {
-                    bookie: rng.gen_range(0..BOOKIES),
-                    duration: between(&mut rng, t, 0.3, 1.5),
-                },
-                FaultKind::IsolateLeader => Fault::IsolateMember {
-                    member: Member::Leader,
-                    duration: between(&mut rng, timing.sync_limit, 1.6, 2.0),
-                },
-            };
-            if at + fault.duration() > last {
+        for cycle in 0.. {
+            let mut order = kinds.to_vec();
+            order.shuffle(&mut rng);
+            let mut fitted = false;
+            for kind in order {
+                let fault = draw(kind, &mut rng, timing, clients, victims);
+                if at + fault.duration() > last {
+                    continue;
+                }
+                let gap = between(&mut rng, timing.session_timeout, 0.2, 0.5);
+                let next = at + fault.duration() + gap;
+                planned.push(Planned {
+                    at,
+                    quiet,
+                    kind,
+                    cycle,
+                    fault,
+                });
+                fitted = true;
+                quiet = gap;
+                at = next;
+            }
+            if !fitted {
                 break;
             }
-            let gap = between(&mut rng, t, 0.2, 0.5);
-            let next = at + fault.duration() + gap;
-            planned.push(Planned { at, quiet, fault });
-            quiet = gap;
-            at = next;
         }
         Schedule { seed, planned }
+    }
+
+    /// How many faults of each kind of `kinds` it plans, in the order of `kinds`.
+    pub fn count_by_kind(&self, kinds: &[FaultKind]) -> Vec<(FaultKind, usize)> {
+        kinds
+            .iter()
+            .map(|&k| (k, self.planned.iter().filter(|p| p.kind == k).count()))
+            .collect()
+    }
+}
+
+/// One fault of `kind` with its parameters drawn from `rng`.
+fn draw(
+    kind: FaultKind,
+    rng: &mut StdRng,
+    timing: Timing,
+    clients: u32,
+    victims: Option<&[u32]>,
+) -> Fault {
+    let t = timing.session_timeout;
+    let victim = |rng: &mut StdRng| match victims {
+        Some(v) if !v.is_empty() => v[rng.gen_range(0..v.len())],
+        _ => rng.gen_range(0..clients.max(1)),
+    };
+    match kind {
+        FaultKind::Kill => Fault::KillServer {
+            down: between(rng, t, 0.1, 0.5),
+        },
+        FaultKind::Pause => Fault::PauseServer {
+            duration: between(rng, t, 0.15, 0.4),
+        },
+        FaultKind::PauseLong => Fault::PauseServer {
+            duration: between(rng, t, 1.4, 1.9) + timing.tick * 2,
+        },
+        FaultKind::Drop => Fault::DropConnections,
+        FaultKind::Reset => Fault::ResetConnections,
+        FaultKind::Stall => Fault::StallConnections {
+            duration: between(rng, t, 0.6, 0.9),
+        },
+        FaultKind::Partition => Fault::Partition {
+            client: victim(rng),
+            duration: between(rng, t, 0.2, 0.4),
+        },
+        FaultKind::PartitionLong => Fault::Partition {
+            client: victim(rng),
+            duration: between(rng, t, 1.5, 2.0) + timing.tick * 2,
+        },
+        FaultKind::DiskFull => Fault::DiskFull {
+            duration: between(rng, Duration::from_secs(1), 0.5, 1.5),
+        },
+        FaultKind::KillClient => Fault::KillClient {
+            client: victim(rng),
+        },
+        FaultKind::KillLeader | FaultKind::KillFollower => Fault::KillMember {
+            member: member_of(kind, rng),
+            down: between(rng, t, 0.1, 0.5),
+        },
+        FaultKind::PauseLeader | FaultKind::PauseFollower => Fault::PauseMember {
+            member: member_of(kind, rng),
+            // Half of them short of syncLimit (writes stall, nobody leaves), half past it
+            // (the leader is left, or drops the follower).
+            duration: if rng.gen_bool(0.5) {
+                between(rng, timing.sync_limit, 0.2, 0.6)
+            } else {
+                between(rng, timing.sync_limit, 1.1, 1.4)
+            },
+        },
+        FaultKind::PauseClient => Fault::PauseClient {
+            client: victim(rng),
+            duration: between(rng, t, 0.5, 1.5),
+        },
+        FaultKind::KillBookie => Fault::KillBookie {
+            bookie: rng.gen_range(0..BOOKIES),
+            down: between(rng, t, 0.3, 1.0),
+        },
+        FaultKind::PauseBookie => Fault::PauseBookie {
+            bookie: rng.gen_range(0..BOOKIES),
+            duration: between(rng, t, 0.3, 1.5),
+        },
+        FaultKind::IsolateLeader => Fault::IsolateMember {
+            member: Member::Leader,
+            duration: between(rng, timing.sync_limit, 1.6, 2.0),
+        },
     }
 }
 
@@ -480,7 +527,14 @@ impl fmt::Display for Schedule {
             writeln!(f, "  (no faults)")?;
         }
         for p in &self.planned {
-            writeln!(f, "  at {:>6}ms  {}", p.at.as_millis(), p.fault)?;
+            writeln!(
+                f,
+                "  at {:>6}ms  cycle {}  {:<14} {}",
+                p.at.as_millis(),
+                p.cycle,
+                p.kind.name(),
+                p.fault
+            )?;
         }
         Ok(())
     }
@@ -551,6 +605,84 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_cycle_before_the_end_goes_through_the_whole_set() {
+        let kinds = [
+            FaultKind::Kill,
+            FaultKind::Pause,
+            FaultKind::PauseLong,
+            FaultKind::Drop,
+            FaultKind::Reset,
+            FaultKind::Stall,
+        ];
+        let run = Duration::from_secs(120);
+        for seed in 0..50 {
+            let s = Schedule::generate(seed, &kinds, run, timing(), 4, None);
+            let cycles = s.planned.last().map_or(0, |p| p.cycle + 1);
+            // A cycle leaves a kind out only when that fault would end past the last moment
+            // for faults (85% of the run). The longest here is a pause-long (under 3.5 s), the
+            // longest gap after a fault 0.8 s: a cycle whose last fault ends earlier than
+            // 4.3 s before that moment had room for every kind, and must have all of them.
+            let mut full = 0;
+            for c in 0..cycles {
+                let of_c: Vec<&Planned> = s.planned.iter().filter(|p| p.cycle == c).collect();
+                let end = of_c[of_c.len() - 1];
+                if end.at + end.fault.duration() + Duration::from_millis(4300) > run.mul_f64(0.85) {
+                    continue;
+                }
+                full += 1;
+                let mut got: Vec<&str> = of_c.iter().map(|p| p.kind.name()).collect();
+                got.sort_unstable();
+                let mut want: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+                want.sort_unstable();
+                assert_eq!(got, want, "seed {seed} cycle {c}\n{s}");
+            }
+            assert!(full >= 4, "{s}");
+            // Cycles are permutations drawn from the seed, not one fixed order.
+            let firsts: Vec<FaultKind> = (0..full)
+                .filter_map(|c| s.planned.iter().find(|p| p.cycle == c).map(|p| p.kind))
+                .collect();
+            assert!(firsts.windows(2).any(|w| w[0] != w[1]), "{s}");
+        }
+    }
+
+    #[test]
+    fn twenty_seconds_inject_every_fault_of_each_workloads_set() {
+        let run = Duration::from_secs(20);
+        for w in crate::workload::Workload::ALL {
+            let kinds = w.faults();
+            for seed in 0..200 {
+                let s = Schedule::generate(seed, &kinds, run, timing(), 5, Some(&[1, 3]));
+                for (k, n) in s.count_by_kind(&kinds) {
+                    assert!(n >= 1, "{} seed {seed}: no {}\n{s}", w.name(), k.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_schedule() {
+        let kinds = [
+            FaultKind::Partition,
+            FaultKind::PartitionLong,
+            FaultKind::Kill,
+        ];
+        let run = Duration::from_secs(30);
+        for seed in [0, 1, 17, u64::MAX] {
+            let a = Schedule::generate(seed, &kinds, run, timing(), 4, None);
+            let b = Schedule::generate(seed, &kinds, run, timing(), 4, None);
+            assert_eq!(a, b);
+            assert_eq!(a.to_string(), b.to_string());
+        }
+        let orders: std::collections::HashSet<Vec<FaultKind>> = (0..20)
+            .map(|seed| {
+                let s = Schedule::generate(seed, &kinds, run, timing(), 4, None);
+                s.planned.iter().take(3).map(|p| p.kind).collect()
+            })
+            .collect();
+        assert!(orders.len() > 1, "every seed drew the same order");
     }
 
     #[test]

@@ -260,7 +260,7 @@ pub async fn run(mut config: RunConfig) -> Result<RunResult, Error> {
 
     tokio::time::sleep(config.duration).await;
     // The schedule ends before the run does; wait for the fault in progress to heal.
-    let _ = nemesis_task.await;
+    let injected = nemesis_task.await.unwrap_or_default();
     stop.cancel();
     for t in tasks {
         let _ = t.await;
@@ -322,6 +322,11 @@ pub async fn run(mut config: RunConfig) -> Result<RunResult, Error> {
         seed: config.seed,
         schedule,
         counts: Counts::of(&history),
+        injected: config
+            .faults
+            .iter()
+            .map(|k| (*k, injected.get(k).copied().unwrap_or(0)))
+            .collect(),
         history,
         report,
         soak,

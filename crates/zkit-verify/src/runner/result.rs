@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::checker::Report;
 use crate::history::{EventKind, FaultPhase, History};
-use crate::nemesis::Schedule;
+use crate::nemesis::{FaultKind, Schedule};
 use crate::soak::SoakReport;
 use crate::workload::Workload;
 
@@ -67,6 +67,9 @@ pub struct RunResult {
     pub report: Report,
     /// Counts.
     pub counts: Counts,
+    /// Faults injected per kind of the run's set, in the set's order (kinds with none
+    /// included).
+    pub injected: Vec<(FaultKind, usize)>,
     /// Server resources, when sampled.
     pub soak: Option<SoakReport>,
     /// Where the files are.
@@ -83,10 +86,16 @@ impl RunResult {
         self.report.is_valid() && self.report.unknown.is_empty()
     }
 
-    /// One line.
+    /// One line: `W seed S: N ops (A ok, B fail, C info), F faults [kill=2 pause=1], T s:
+    /// valid` (or the checker's verdict); the brackets hold the faults injected per kind.
     pub fn summary(&self) -> String {
+        let kinds: Vec<String> = self
+            .injected
+            .iter()
+            .map(|(k, n)| format!("{}={n}", k.name()))
+            .collect();
         format!(
-            "{} seed {}: {} ops ({} ok, {} fail, {} info), {} faults, {:.1}s: {}",
+            "{} seed {}: {} ops ({} ok, {} fail, {} info), {} faults [{}], {:.1}s: {}",
             self.workload.name(),
             self.seed,
             self.counts.ops,
@@ -94,6 +103,7 @@ impl RunResult {
             self.counts.fail,
             self.counts.info,
             self.counts.faults,
+            kinds.join(" "),
             self.elapsed.as_secs_f64(),
             if self.is_valid() {
                 "valid".to_owned()
