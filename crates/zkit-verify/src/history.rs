@@ -580,10 +580,13 @@ impl History {
     }
 }
 
-/// Builds histories in tests and self-tests: `b.invoke(p, op)`, `b.ok(p, op)`, times = indices.
+/// Builds histories in tests and self-tests: `b.invoke(p, op)`, `b.ok(p, op)`, times = indices
+/// (plus what [`HistoryBuilder::pass`] added).
 #[derive(Debug, Default)]
 pub struct HistoryBuilder {
     history: History,
+    /// Added to the time of every later event (ns).
+    offset: u64,
 }
 
 impl HistoryBuilder {
@@ -601,7 +604,7 @@ impl HistoryBuilder {
         let index = self.next();
         self.history.events.push(Event {
             index,
-            time: index as u64,
+            time: index as u64 + self.offset,
             process,
             kind,
             op,
@@ -635,12 +638,18 @@ impl HistoryBuilder {
         let index = self.next();
         self.history.faults.push(Fault {
             index,
-            time: index as u64,
+            time: index as u64 + self.offset,
             phase,
             fault: fault.to_owned(),
             client,
             note: None,
         });
+        self
+    }
+
+    /// Lets `ns` nanoseconds pass before the next event.
+    pub fn pass(&mut self, ns: u64) -> &mut Self {
+        self.offset += ns;
         self
     }
 

@@ -41,6 +41,11 @@ enum Command {
         /// Which checker: the workload's name.
         #[arg(long)]
         workload: String,
+        /// Sessions checker: how long after an observed expiry a read may still show the
+        /// session's ephemeral (ms); 0 for one server, syncLimit × tickTime + tickTime for a
+        /// history of an ensemble (5500 with scripts/apache-zk's settings).
+        #[arg(long, default_value_t = 0)]
+        stale_read_ms: u64,
     },
     /// Run every checker on its known-good and known-bad histories.
     SelfTest,
@@ -158,7 +163,11 @@ fn main() -> ExitCode {
                 .init();
             runtime(1).and_then(|rt| rt.block_on(serve(args)))
         }
-        Some(Command::Check { file, workload }) => check(&file, &workload),
+        Some(Command::Check {
+            file,
+            workload,
+            stale_read_ms,
+        }) => check(&file, &workload, Duration::from_millis(stale_read_ms)),
         Some(Command::SelfTest) => {
             let (ok, lines) = zkit_verify::checker::self_test();
             for l in lines {
@@ -252,11 +261,13 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(file: &std::path::Path, workload: &str) -> Result<ExitCode> {
+fn check(file: &std::path::Path, workload: &str, stale_reads: Duration) -> Result<ExitCode> {
     let w = Workload::parse(workload).with_context(|| format!("unknown workload {workload}"))?;
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
     let history = History::read_jsonl(std::io::BufReader::new(f))?;
-    let report = w.checker(Duration::from_millis(700)).check(&history)?;
+    let report = w
+        .checker(Duration::from_millis(700), stale_reads)
+        .check(&history)?;
     print!("{}", report.render(&history, 10));
     Ok(if report.is_valid() {
         ExitCode::SUCCESS

@@ -111,8 +111,9 @@ impl Workload {
     }
 
     /// The checker for its histories; `grace` is how long past its timeout a cut-off session
-    /// may still live on the server (sessions workload).
-    pub fn checker(self, grace: Duration) -> Box<dyn Checker> {
+    /// may still live on the server, `stale_reads` how long after an observed expiry a read may
+    /// still show the session's ephemeral (sessions workload; see [`SessionChecker`]).
+    pub fn checker(self, grace: Duration, stale_reads: Duration) -> Box<dyn Checker> {
         match self {
             Workload::Register => Box::new(RegisterChecker::default()),
             Workload::Set => Box::new(SetChecker),
@@ -120,6 +121,7 @@ impl Workload {
             Workload::Queue => Box::new(QueueChecker),
             Workload::Sessions => Box::new(SessionChecker {
                 grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+                stale_read_ms: u64::try_from(stale_reads.as_millis()).unwrap_or(u64::MAX),
             }),
             Workload::Locks => Box::new(LockChecker),
             Workload::Ledger => Box::new(LedgerChecker),

@@ -6,7 +6,12 @@
 //!   before the read was invoked; a znode it saw does not vanish from its view (persistent
 //!   znodes only are read).
 //! - **Ephemerals die with their session**: once a client was told its session expired, no
-//!   read invoked afterwards (by an observer session) shows an ephemeral owned by it.
+//!   read invoked afterwards (by an observer session) shows an ephemeral owned by it. On an
+//!   ensemble a read may come from a member that has lost the quorum and not noticed yet: a
+//!   leader cut off from its followers serves its old copy until syncLimit passes without
+//!   their acks (`Leader.lead`), while the majority elects another leader and expires the
+//!   session; ZooKeeper's reads are sequentially consistent, not linearizable, so that read is
+//!   allowed. [`SessionChecker::stale_read_ms`] is that window (0 for one server).
 //! - **No session outlives its timeout after a partition**: if a client's link was cut (its
 //!   proxy black-holed) for longer than the session timeout plus a grace (the server's tick and
 //!   scheduling), the server must have expired the session by `cut + timeout + grace`: an
@@ -27,11 +32,18 @@ pub struct SessionChecker {
     /// How long past its timeout a cut-off session may still live on the server (ms): the
     /// server's expiry granularity (a tick) and scheduling slack.
     pub grace_ms: u64,
+    /// How long after a client was told its session expired an observer's read may still show
+    /// the session's ephemeral (ms): 0 for one server; on an ensemble, syncLimit × tickTime
+    /// plus a tick, the longest a member cut off from the quorum keeps serving reads.
+    pub stale_read_ms: u64,
 }
 
 impl Default for SessionChecker {
     fn default() -> Self {
-        SessionChecker { grace_ms: 500 }
+        SessionChecker {
+            grace_ms: 500,
+            stale_read_ms: 0,
+        }
     }
 }
 
@@ -150,8 +162,9 @@ impl Checker for SessionChecker {
             else {
                 continue;
             };
-            if let Some((seen_at, _)) = expired.get(owner) {
-                if obs.invoke_index > *seen_at {
+            if let Some((seen_at, seen_time)) = expired.get(owner) {
+                let stale_until = seen_time.saturating_add(self.stale_read_ms * 1_000_000);
+                if obs.invoke_index > *seen_at && obs.invoke_time > stale_until {
                     report.violation(
                         format!(
                             "ephemeral {path} of session {owner:#x} still exists after the \
@@ -234,7 +247,12 @@ fn seen_of(op: &Operation) -> Option<Seen> {
 
 /// Known-good and known-bad histories.
 pub fn examples() -> Vec<Example> {
-    let c = || Box::new(SessionChecker { grace_ms: 0 }) as Box<dyn Checker>;
+    let c = || {
+        Box::new(SessionChecker {
+            grace_ms: 0,
+            stale_read_ms: 0,
+        }) as Box<dyn Checker>
+    };
     let start = |client, s, t| {
         (
             Op::SessionStart {
@@ -339,6 +357,39 @@ pub fn examples() -> Vec<Example> {
     let (i, o) = observe(Some(7));
     b.seq(3, i, o);
     out.push(("ephemeral after expiry", c(), b.build(), false));
+
+    // On an ensemble (a stale-read window of 100 ms): the ephemeral seen 50 ms after the
+    // expiry came from a member that has not noticed it lost the quorum, which is allowed;
+    // seen 150 ms after, it is not.
+    let windowed = || {
+        Box::new(SessionChecker {
+            grace_ms: 0,
+            stale_read_ms: 100,
+        }) as Box<dyn Checker>
+    };
+    for (after_ms, good) in [(50, true), (150, false)] {
+        let mut b = HistoryBuilder::new();
+        b.seq(
+            1,
+            Op::SessionExpired {
+                client: 0,
+                session: 7,
+            },
+            Op::SessionExpired {
+                client: 0,
+                session: 7,
+            },
+        );
+        b.pass(after_ms * 1_000_000);
+        let (i, o) = observe(Some(7));
+        b.seq(3, i, o);
+        let name = if good {
+            "ephemeral read within the stale-read window"
+        } else {
+            "ephemeral read past the stale-read window"
+        };
+        out.push((name, windowed(), b.build(), good));
+    }
 
     // Timeout 1 ms (1e6 ns); the builder's times are indices, so stretch with filler events.
     let mut b = HistoryBuilder::new();

@@ -136,4 +136,15 @@ impl RunConfig {
     pub fn grace(&self) -> Duration {
         self.tick * 2 + Duration::from_millis(300)
     }
+
+    /// How long after an observed expiry a read may still show the session's ephemeral: none
+    /// on one server; on an ensemble syncLimit plus a tick, the longest a member cut off from
+    /// the quorum goes on serving its old copy (see the sessions checker).
+    pub fn stale_reads(&self) -> Duration {
+        if self.ensemble.is_some() {
+            self.timing().sync_limit + self.tick
+        } else {
+            Duration::ZERO
+        }
+    }
 }

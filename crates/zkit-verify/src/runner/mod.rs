@@ -313,7 +313,10 @@ pub async fn run(mut config: RunConfig) -> Result<RunResult, Error> {
     let history = recorder.history();
     let file = std::fs::File::create(config.work_dir.join("history.jsonl"))?;
     history.write_jsonl(std::io::BufWriter::new(file))?;
-    let report = config.workload.checker(config.grace()).check(&history)?;
+    let report = config
+        .workload
+        .checker(config.grace(), config.stale_reads())
+        .check(&history)?;
     let soak = config
         .soak
         .then(|| SoakReport::from_samples(&crate::lock_vec(&samples)));
