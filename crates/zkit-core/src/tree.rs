@@ -19,11 +19,11 @@
 //! - a [`Capture`] of the tree is a clone of the arena (reference-count bumps), after which a
 //!   mutation copies only the record it touches (`Arc` copy-on-write).
 
+mod index;
 mod record;
 pub(crate) mod stored;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
@@ -32,6 +32,7 @@ use zkit_proto::{op::perms, Acl, ErrorCode, Id, Stat};
 use crate::acl::AclTable;
 use crate::path::{self, CONFIG_PATH, PROC_PATH, QUOTA_PATH};
 
+use index::{index_hash, index_tag, IndexEntry};
 pub use record::Meta;
 use record::Record;
 use stored::StoredStat;
@@ -232,29 +233,6 @@ fn slot_key(slots: &[Option<Record>], id: u32) -> &[u8] {
         Some(Some(rec)) => record::path_bytes(rec),
         _ => b"",
     }
-}
-
-/// One entry of the path index: a node id and the 32 bits of its path's hash that the table
-/// is keyed by ([`index_hash`]). Keeping them in the entry means growing the table (a rehash
-/// of every entry, at 7/8 of each power of two) reads only the table: rehashing from the
-/// paths would read every record, a cache miss each, hundreds of milliseconds on the
-/// pipeline at a million nodes.
-#[derive(Debug, Clone, Copy)]
-struct IndexEntry {
-    id: u32,
-    tag: u32,
-}
-
-/// The 32 bits of a path's tree-hasher hash that the index keeps.
-fn index_tag(hasher: &TreeHasher, path: &[u8]) -> u32 {
-    let h = hasher.hash_one(path);
-    (h ^ (h >> 32)) as u32
-}
-
-/// The table hash of an index entry with `tag`: the tag spread over 64 bits (hashbrown takes
-/// its control byte from the top bits and the bucket from the low ones).
-fn index_hash(tag: u32) -> u64 {
-    u64::from(tag).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// The path index lookup, as a function of the fields it needs (so callers can hold other

@@ -132,11 +132,32 @@ impl Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nemesis::{Schedule, Timing};
 
     #[test]
     fn names_round_trip() {
         for w in Workload::ALL {
             assert_eq!(Workload::parse(w.name()), Some(w));
+        }
+    }
+
+    #[test]
+    fn twenty_seconds_inject_every_fault_of_each_workloads_set() {
+        let run = Duration::from_secs(20);
+        // The quick profile's timing (session timeout 1.6 s, tick 200 ms, syncLimit 10 ticks).
+        let timing = Timing {
+            session_timeout: Duration::from_millis(1600),
+            tick: Duration::from_millis(200),
+            sync_limit: Duration::from_millis(2000),
+        };
+        for w in Workload::ALL {
+            let kinds = w.faults();
+            for seed in 0..200 {
+                let s = Schedule::generate(seed, &kinds, run, timing, 5, Some(&[1, 3]));
+                for (k, n) in s.count_by_kind(&kinds) {
+                    assert!(n >= 1, "{} seed {seed}: no {}\n{s}", w.name(), k.name());
+                }
+            }
         }
     }
 }
