@@ -12,6 +12,17 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
+/// The command line a report records as the one that produced it: `given` (a wrapper script
+/// passes its own), else this process's arguments, each one holding a space quoted.
+pub fn command_line(given: Option<&str>) -> String {
+    given.map(str::to_owned).unwrap_or_else(|| {
+        std::env::args()
+            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+}
+
 /// The `zkit` binary to run: `explicit`, else the `zkit` next to this executable (both are
 /// built into the same target directory), else `zkit` on `PATH`.
 pub fn zkit_binary(explicit: Option<&Path>) -> PathBuf {

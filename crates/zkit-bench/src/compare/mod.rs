@@ -51,12 +51,7 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
         idle_window: Duration::from_secs(if quick { 2 } else { 10 }),
         fsync_samples: if quick { 100 } else { 500 },
     };
-    let command = args.command_line.clone().unwrap_or_else(|| {
-        std::env::args()
-            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let command = crate::servers::command_line(args.command_line.as_deref());
     let work = args
         .work_dir
         .clone()

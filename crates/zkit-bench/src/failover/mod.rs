@@ -414,12 +414,7 @@ fn failover_table(
 
 /// Runs `zkit-bench failover`.
 pub async fn run(args: &FailoverArgs) -> anyhow::Result<i32> {
-    let command_line = args.command_line.clone().unwrap_or_else(|| {
-        std::env::args()
-            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let command_line = crate::servers::command_line(args.command_line.as_deref());
     let temp;
     let work = match &args.work_dir {
         Some(dir) => {

@@ -38,12 +38,7 @@ markers is kept.\n";
 pub async fn run(args: &ScaleArgs) -> Result<i32> {
     raise_fd_limit();
     let axes = args.axes()?;
-    let command = args.command_line.clone().unwrap_or_else(|| {
-        std::env::args()
-            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let command = crate::servers::command_line(args.command_line.as_deref());
     let work = args
         .work_dir
         .clone()
