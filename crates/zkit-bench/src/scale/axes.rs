@@ -13,7 +13,7 @@ use zkit_client as zk;
 
 use super::args::ScaleArgs;
 use super::report::{Axis, AxisRun, Point};
-use crate::bench_common::{connect, pipelined};
+use crate::bench_common::{collect_pipelined, connect, pipelined};
 use crate::compare::machine::load_average;
 use crate::load::{run_load, LoadReport, LoadSpec, OpMix};
 use crate::servers::{free_port, RunningServer};
@@ -412,28 +412,6 @@ async fn watchers_axis(
         baseline,
         out,
     ))
-}
-
-/// Runs `work(i)` for `i in 0..count` with up to `window` in flight and returns the results
-/// (in completion order).
-async fn collect_pipelined<T, F, Fut>(count: usize, window: usize, work: F) -> Result<Vec<T>>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    let mut out = Vec::with_capacity(count);
-    let mut next = 0;
-    let mut inflight = FuturesUnordered::new();
-    loop {
-        while next < count && inflight.len() < window {
-            inflight.push(work(next));
-            next += 1;
-        }
-        match inflight.next().await {
-            Some(result) => out.push(result?),
-            None => return Ok(out),
-        }
-    }
 }
 
 /// Value size: the workload with V-byte values (the load generator's 1,000 znodes hold V bytes

@@ -252,6 +252,16 @@ where
     F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
+    collect_pipelined(count, window, work).await.map(drop)
+}
+
+/// [`pipelined`] that returns the results (in completion order); the first error ends it.
+pub async fn collect_pipelined<T, F, Fut>(count: usize, window: usize, work: F) -> Result<Vec<T>>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut out = Vec::with_capacity(count);
     let mut next = 0;
     let mut inflight = FuturesUnordered::new();
     loop {
@@ -260,8 +270,8 @@ where
             next += 1;
         }
         match inflight.next().await {
-            Some(result) => result?,
-            None => return Ok(()),
+            Some(result) => out.push(result?),
+            None => return Ok(out),
         }
     }
 }
