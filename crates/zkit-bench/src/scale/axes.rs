@@ -79,8 +79,14 @@ fn spec(server: &RunningServer, sessions: usize, inflight: usize, seconds: u64) 
 
 /// Runs `spec` with `zkit bench server`, sampling the server's RSS (peak) and CPU time; the CPU
 /// figure covers the last `elapsed` seconds of the run (the measured window, up to the load
-/// generator's short clean-up).
-async fn measured(zkit: &Path, server: &RunningServer, x: u64, spec: &LoadSpec) -> Result<Point> {
+/// generator's short clean-up). `rss` is the point's RSS, read before the workload.
+async fn measured(
+    zkit: &Path,
+    server: &RunningServer,
+    x: u64,
+    rss: Option<u64>,
+    spec: &LoadSpec,
+) -> Result<Point> {
     let generator0 = children_cpu();
     let started = Instant::now();
     let load = run_load(zkit, spec);
@@ -132,10 +138,25 @@ async fn measured(zkit: &Path, server: &RunningServer, x: u64, spec: &LoadSpec) 
         errors: report.errors,
         cpu_percent,
         generator_cpu_percent,
-        rss: None,
+        rss,
         peak_rss: peak,
         setup_rate: None,
     })
+}
+
+/// A point of the znodes and watchers axes, once its state is set up: the RSS read (and
+/// printed after `n` and `label`), then the workload from `SESSIONS` × `INFLIGHT`.
+async fn set_up_point(
+    zkit: &Path,
+    args: &ScaleArgs,
+    server: &RunningServer,
+    n: u64,
+    label: &str,
+) -> Result<Point> {
+    let rss = server.rss();
+    eprintln!("  {n} {label}: RSS {rss:?}");
+    let spec = spec(server, SESSIONS, INFLIGHT, args.seconds());
+    measured(zkit, server, n, rss, &spec).await
 }
 
 /// User + system CPU time of this process's children that have exited and been waited for
@@ -195,15 +216,16 @@ async fn sessions_axis(
     for (&n, rss) in points.iter().zip(rss) {
         let sessions = usize::try_from(n)?;
         let inflight = (SESSIONS_AXIS_TOTAL_INFLIGHT / sessions).max(1);
-        let mut point = measured(
-            zkit,
-            server,
-            n,
-            &spec(server, sessions, inflight, args.seconds()),
-        )
-        .await?;
-        point.rss = rss;
-        out.push(point);
+        out.push(
+            measured(
+                zkit,
+                server,
+                n,
+                rss,
+                &spec(server, sessions, inflight, args.seconds()),
+            )
+            .await?,
+        );
     }
     Ok((
         format!(
@@ -274,16 +296,8 @@ async fn znodes_axis(
         let n_usize = usize::try_from(n)?;
         let rate = create_range(&sessions, "/zkit-scale", have..n_usize, 100).await?;
         have = n_usize;
-        let rss = server.rss();
-        eprintln!("  {n} znodes ({rate:.0} creates/s): RSS {rss:?}");
-        let mut point = measured(
-            zkit,
-            server,
-            n,
-            &spec(server, SESSIONS, INFLIGHT, args.seconds()),
-        )
-        .await?;
-        point.rss = rss;
+        let label = format!("znodes ({rate:.0} creates/s)");
+        let mut point = set_up_point(zkit, args, server, n, &label).await?;
         point.setup_rate = Some(rate);
         out.push(point);
     }
@@ -353,16 +367,7 @@ async fn watchers_axis(
                 }
             }));
         }
-        let rss = server.rss();
-        eprintln!("  {n} watches: RSS {rss:?}");
-        let mut point = measured(
-            zkit,
-            server,
-            n,
-            &spec(server, SESSIONS, INFLIGHT, args.seconds()),
-        )
-        .await?;
-        point.rss = rss;
+        let mut point = set_up_point(zkit, args, server, n, "watches").await?;
 
         // Fire them all: one setData per watched znode, from 16 sessions.
         let t0 = Instant::now();
@@ -430,9 +435,7 @@ async fn value_axis(
             value_size: usize::try_from(v)?,
             ..spec(server, SESSIONS, VALUE_INFLIGHT, args.seconds())
         };
-        let mut point = measured(zkit, server, v, &spec).await?;
-        point.rss = rss;
-        out.push(point);
+        out.push(measured(zkit, server, v, rss, &spec).await?);
     }
     Ok((
         format!(
