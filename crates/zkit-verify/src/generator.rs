@@ -45,10 +45,15 @@ fn think(rng: &mut StdRng, max_ms: u64) -> Duration {
 }
 
 /// Register keys shared by the clients of a run: a window of keys in use, each retired after
-/// a bounded number of operations so every key's history stays small enough to search.
+/// a bounded number of operations so every key's history stays small enough to search, or
+/// sooner, after [`MAX_INDETERMINATE_PER_KEY`] writes or CAS of unknown outcome: each of those
+/// may take effect at any later point or never, so the linearizability search over a key grows
+/// with two to the power of their number (an ensemble losing its quorum makes every request of
+/// a few seconds indeterminate).
 #[derive(Debug)]
 pub struct KeyPool {
-    active: Vec<(u64, u32)>,
+    /// (key, operations left, indeterminate writes and CAS seen).
+    active: Vec<(u64, u32, u32)>,
     next_key: u64,
     ops_per_key: u32,
 }
@@ -57,7 +62,7 @@ impl KeyPool {
     /// `window` keys in use at once, each for `ops_per_key` operations.
     pub fn shared(window: usize, ops_per_key: u32) -> Arc<Mutex<KeyPool>> {
         Arc::new(Mutex::new(KeyPool {
-            active: (0..window as u64).map(|k| (k, ops_per_key)).collect(),
+            active: (0..window as u64).map(|k| (k, ops_per_key, 0)).collect(),
             next_key: window as u64,
             ops_per_key,
         }))
@@ -65,17 +70,33 @@ impl KeyPool {
 
     fn take(&mut self, rng: &mut StdRng) -> u64 {
         let i = rng.gen_range(0..self.active.len());
-        let (key, left) = &mut self.active[i];
+        let (key, left, _) = &mut self.active[i];
         let key_now = *key;
         *left -= 1;
         if *left == 0 {
-            *key = self.next_key;
-            *left = self.ops_per_key;
-            self.next_key += 1;
+            self.retire(i);
         }
         key_now
     }
+
+    /// A write or CAS on `key` ended with an unknown outcome (info).
+    fn note_indeterminate(&mut self, key: u64) {
+        if let Some(i) = self.active.iter().position(|(k, _, _)| *k == key) {
+            self.active[i].2 += 1;
+            if self.active[i].2 >= MAX_INDETERMINATE_PER_KEY {
+                self.retire(i);
+            }
+        }
+    }
+
+    fn retire(&mut self, i: usize) {
+        self.active[i] = (self.next_key, self.ops_per_key, 0);
+        self.next_key += 1;
+    }
 }
+
+/// Indeterminate writes and CAS after which a register key is retired (see [`KeyPool`]).
+pub const MAX_INDETERMINATE_PER_KEY: u32 = 6;
 
 /// CAS register: reads, writes of unique values, and compare-and-sets on the last version
 /// this client saw of the key.
@@ -132,6 +153,15 @@ impl Generator for RegisterGen {
     }
 
     fn observe(&mut self, reply: &Reply) {
+        if reply.kind == EventKind::Info {
+            if let Op::Write { key, .. } | Op::Cas { key, .. } = &reply.op {
+                self.keys
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .note_indeterminate(*key);
+            }
+            return;
+        }
         if reply.kind != EventKind::Ok {
             return;
         }
@@ -402,6 +432,29 @@ mod tests {
         }
         assert!(counts.values().all(|c| *c <= 3), "{counts:?}");
         assert!(counts.len() >= 20, "{counts:?}");
+    }
+
+    #[test]
+    fn keys_retire_after_their_indeterminate_writes() {
+        let keys = KeyPool::shared(1, 1000);
+        let mut g = RegisterGen::new(0, keys.clone());
+        let mut rng = client_rng(1, 0);
+        let first = keys.lock().unwrap().take(&mut rng);
+        let info = |key| Reply {
+            kind: EventKind::Info,
+            op: Op::Write {
+                key,
+                value: 1,
+                version: None,
+            },
+            error: None,
+        };
+        for _ in 1..MAX_INDETERMINATE_PER_KEY {
+            g.observe(&info(first));
+        }
+        assert_eq!(keys.lock().unwrap().take(&mut rng), first);
+        g.observe(&info(first));
+        assert_ne!(keys.lock().unwrap().take(&mut rng), first);
     }
 
     #[test]
