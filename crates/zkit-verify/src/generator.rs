@@ -52,8 +52,7 @@ fn think(rng: &mut StdRng, max_ms: u64) -> Duration {
 /// a few seconds indeterminate).
 #[derive(Debug)]
 pub struct KeyPool {
-    /// (key, operations left, indeterminate writes and CAS seen).
-    active: Vec<(u64, u32, u32)>,
+    active: Vec<LiveKey>,
     next_key: u64,
     ops_per_key: u32,
 }
@@ -62,7 +61,9 @@ impl KeyPool {
     /// `window` keys in use at once, each for `ops_per_key` operations.
     pub fn shared(window: usize, ops_per_key: u32) -> Arc<Mutex<KeyPool>> {
         Arc::new(Mutex::new(KeyPool {
-            active: (0..window as u64).map(|k| (k, ops_per_key, 0)).collect(),
+            active: (0..window as u64)
+                .map(|key| LiveKey::new(key, ops_per_key))
+                .collect(),
             next_key: window as u64,
             ops_per_key,
         }))
@@ -70,28 +71,48 @@ impl KeyPool {
 
     fn take(&mut self, rng: &mut StdRng) -> u64 {
         let i = rng.gen_range(0..self.active.len());
-        let (key, left, _) = &mut self.active[i];
-        let key_now = *key;
-        *left -= 1;
-        if *left == 0 {
+        let live = &mut self.active[i];
+        let key = live.key;
+        live.left -= 1;
+        if live.left == 0 {
             self.retire(i);
         }
-        key_now
+        key
     }
 
     /// A write or CAS on `key` ended with an unknown outcome (info).
     fn note_indeterminate(&mut self, key: u64) {
-        if let Some(i) = self.active.iter().position(|(k, _, _)| *k == key) {
-            self.active[i].2 += 1;
-            if self.active[i].2 >= MAX_INDETERMINATE_PER_KEY {
+        if let Some(i) = self.active.iter().position(|live| live.key == key) {
+            self.active[i].indeterminate += 1;
+            if self.active[i].indeterminate >= MAX_INDETERMINATE_PER_KEY {
                 self.retire(i);
             }
         }
     }
 
     fn retire(&mut self, i: usize) {
-        self.active[i] = (self.next_key, self.ops_per_key, 0);
+        self.active[i] = LiveKey::new(self.next_key, self.ops_per_key);
         self.next_key += 1;
+    }
+}
+
+/// A key of the [`KeyPool`]'s window.
+#[derive(Debug)]
+struct LiveKey {
+    key: u64,
+    /// Operations left before it is retired.
+    left: u32,
+    /// Writes and CAS on it that ended with an unknown outcome.
+    indeterminate: u32,
+}
+
+impl LiveKey {
+    fn new(key: u64, ops: u32) -> LiveKey {
+        LiveKey {
+            key,
+            left: ops,
+            indeterminate: 0,
+        }
     }
 }
 
@@ -120,13 +141,17 @@ impl RegisterGen {
     }
 }
 
+impl RegisterGen {
+    /// The shared key pool; a poisoned lock is taken as it is (none of the pool's methods can
+    /// panic halfway through a change).
+    fn pool(&self) -> std::sync::MutexGuard<'_, KeyPool> {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl Generator for RegisterGen {
     fn next(&mut self, rng: &mut StdRng) -> Step {
-        let key = self
-            .keys
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take(rng);
+        let key = self.pool().take(rng);
         self.counter += 1;
         let value = i64::from(self.client + 1) * 1_000_000_000 + self.counter;
         let op = match rng.gen_range(0..10) {
@@ -155,10 +180,7 @@ impl Generator for RegisterGen {
     fn observe(&mut self, reply: &Reply) {
         if reply.kind == EventKind::Info {
             if let Op::Write { key, .. } | Op::Cas { key, .. } = &reply.op {
-                self.keys
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .note_indeterminate(*key);
+                self.pool().note_indeterminate(*key);
             }
             return;
         }
