@@ -34,7 +34,7 @@ pub mod tmpfs;
 
 pub use ensemble::{apache_installed, ensemble_available, Ensemble};
 pub use fault_proxy::FaultProxy;
-pub use process::{kill9, zkit_bin, ChildGuard};
+pub use process::{kill9, tied_command, zkit_bin, ChildGuard};
 pub use target::{apache_ensemble, targets, Target, TargetKind};
 pub use tmpfs::Tmpfs;
 

@@ -8,14 +8,14 @@
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use tokio::sync::Mutex;
-use zkit_testkit::ChildGuard;
+use zkit_testkit::{tied_command, ChildGuard};
 
 use super::server::signal;
 use super::{Fault, Nemesis};
@@ -44,7 +44,7 @@ fn launch(program: &Path, server: &str, b: &Bookie) -> Result<ChildGuard, Error>
         .create(true)
         .append(true)
         .open(&b.log)?;
-    let mut command = Command::new(program);
+    let mut command = tied_command(program);
     command
         .args(["bookie", "--port", &b.port.to_string(), "--server", server])
         .args(["--fsync", "always", "--session-timeout", "2s"])
@@ -54,7 +54,7 @@ fn launch(program: &Path, server: &str, b: &Bookie) -> Result<ChildGuard, Error>
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log);
-    let mut guard = ChildGuard::spawn(&mut command)
+    let mut guard = ChildGuard::spawn_tied(command)
         .map_err(|e| Error::Process(format!("cannot start {}: {e}", program.display())))?;
     let stdout = guard
         .child_mut()

@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use tokio::sync::Mutex;
-use zkit_testkit::ChildGuard;
+use zkit_testkit::{tied_command, ChildGuard};
 
 use super::{Fault, Nemesis};
 use crate::Error;
@@ -75,7 +75,7 @@ fn launch(spec: &ServerSpec, port: u16) -> Result<(ChildGuard, SocketAddr), Erro
         .create(true)
         .append(true)
         .open(&spec.log)?;
-    let mut command = Command::new(&spec.program);
+    let mut command = tied_command(&spec.program);
     command
         .args(&spec.args)
         .arg("--port")
@@ -88,7 +88,7 @@ fn launch(spec: &ServerSpec, port: u16) -> Result<(ChildGuard, SocketAddr), Erro
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log);
-    let mut guard = ChildGuard::spawn(&mut command)
+    let mut guard = ChildGuard::spawn_tied(command)
         .map_err(|e| Error::Process(format!("cannot start {}: {e}", spec.program.display())))?;
     let stdout = guard
         .child_mut()
