@@ -359,3 +359,66 @@ async fn group_commit_acknowledges_every_batch_after_fsync() {
     let (_, report) = Wal::open(dir.path(), opts(4096)).unwrap();
     assert_eq!(report.records, 300);
 }
+
+/// Polls `commit` once, without waiting: `Some` when it had already resolved.
+fn resolved_now(
+    commit: &mut zkit_server::storage::commit::Commit,
+) -> Option<Result<(), StorageError>> {
+    use std::future::Future;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(commit).poll(&mut cx) {
+        std::task::Poll::Ready(r) => Some(r),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_log_makes_a_small_batch_durable_before_submit_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), opts(4096)).unwrap();
+    let gc = GroupCommit::start(wal).unwrap();
+    for z in 1..=20i64 {
+        // Nothing is queued before each of these: the caller writes and syncs it itself.
+        let mut commit = gc.submit(vec![(z, payload(z))]);
+        assert!(
+            matches!(resolved_now(&mut commit), Some(Ok(()))),
+            "batch {z} of one record on an idle log was not durable when submit returned"
+        );
+    }
+    let wal = gc.shutdown().unwrap();
+    assert_eq!(read_all(&wal, 0), expected(1..=20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_and_thread_batches_reach_the_log_in_submission_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), opts(4096)).unwrap();
+    let gc = GroupCommit::start(wal).unwrap();
+    // Batch sizes around the inline limit, some submitted while earlier ones are still on the
+    // commit thread (small ones then must queue behind them), some after everything resolved.
+    let sizes = [1usize, 9, 1, 2, 12, 3, 1, 4, 5, 1, 1, 30, 2];
+    let mut z = 0i64;
+    for round in 0..6 {
+        let mut pending = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let batch: Vec<(i64, Vec<u8>)> = (0..n)
+                .map(|_| {
+                    z += 1;
+                    (z, payload(z))
+                })
+                .collect();
+            pending.push(gc.submit(batch));
+            if (i + round) % 4 == 0 {
+                // Let the log go idle now and then, so the next small batch is written inline.
+                for p in pending.drain(..) {
+                    p.await.unwrap();
+                }
+            }
+        }
+        for p in pending {
+            p.await.unwrap();
+        }
+    }
+    let wal = gc.shutdown().unwrap();
+    assert_eq!(read_all(&wal, 0), expected(1..=z));
+}
