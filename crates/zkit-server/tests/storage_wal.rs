@@ -365,7 +365,12 @@ fn resolved_now(
     commit: &mut zkit_server::storage::commit::Commit,
 ) -> Option<Result<(), StorageError>> {
     use std::future::Future;
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+    let mut cx = std::task::Context::from_waker(&waker);
     match std::pin::Pin::new(commit).poll(&mut cx) {
         std::task::Poll::Ready(r) => Some(r),
         std::task::Poll::Pending => None,
