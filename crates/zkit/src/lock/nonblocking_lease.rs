@@ -121,67 +121,32 @@ fn python_json_string(s: &str) -> String {
     out
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day count since 1970-01-01 (Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
+/// kazoo's lease-end format, `%Y-%m-%dT%H:%M:%S`: a naive datetime, read as UTC.
+const KAZOO_TIME: &[time::format_description::BorrowedFormatItem<'_>] =
+    time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
 
 /// `time` as kazoo's `strftime("%Y-%m-%dT%H:%M:%S")` of a naive UTC datetime (sub-second part
-/// dropped; times before 1970 are written as 1970-01-01T00:00:00).
+/// dropped; times before 1970 are written as 1970-01-01T00:00:00, times after 9999 as
+/// 9999-12-31T23:59:59).
 pub fn format_utc(time: SystemTime) -> String {
     let secs = time
         .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2))
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or(0);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let at = time::OffsetDateTime::from_unix_timestamp(secs)
+        .unwrap_or(time::PrimitiveDateTime::MAX.assume_utc());
+    at.format(KAZOO_TIME)
+        .unwrap_or_else(|_| "9999-12-31T23:59:59".to_owned())
 }
 
-/// Parses kazoo's `%Y-%m-%dT%H:%M:%S` (naive UTC); `None` when it is not that format.
+/// Parses kazoo's `%Y-%m-%dT%H:%M:%S` (naive UTC), as Python's `datetime.strptime` does: a
+/// date or time that does not exist (February 30, second 60) is not that format either.
+/// `None` when it is not that format, or before 1970.
 pub fn parse_utc(text: &str) -> Option<SystemTime> {
-    let (date, clock) = text.split_once('T')?;
-    let mut date = date.splitn(3, '-');
-    let (y, m, d) = (date.next()?, date.next()?, date.next()?);
-    let mut clock = clock.splitn(3, ':');
-    let (hh, mm, ss) = (clock.next()?, clock.next()?, clock.next()?);
-    let num = |s: &str, digits: usize| -> Option<i64> {
-        (s.len() == digits && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
-    };
-    let (y, m, d) = (num(y, 4)?, num(m, 2)?, num(d, 2)?);
-    let (hh, mm, ss) = (num(hh, 2)?, num(mm, 2)?, num(ss, 2)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 61 {
-        return None;
-    }
-    let secs = days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss;
-    let secs = u64::try_from(secs).ok()?;
+    let at = time::PrimitiveDateTime::parse(text, KAZOO_TIME)
+        .ok()?
+        .assume_utc();
+    let secs = u64::try_from(at.unix_timestamp()).ok()?;
     UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
@@ -396,6 +361,7 @@ mod tests {
             "2024-02-29 12:34:56",
             "2024-2-29T12:34:56",
             "2024-13-01T00:00:00",
+            "2023-02-29T00:00:00",
             "x",
         ] {
             assert_eq!(parse_utc(bad), None, "{bad:?}");
