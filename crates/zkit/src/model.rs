@@ -283,7 +283,8 @@ impl<T: Serialize + DeserializeOwned> Model<T> {
         let bytes = self.encode(value)?;
         retry(&self.policy, || async {
             let client = self.session.client();
-            upsert(&client, &self.path, &bytes).await
+            let stat = crate::config::store::upsert(&client, &self.path, &bytes).await?;
+            Ok::<_, Error>(stat.version)
         })
         .await
     }
@@ -465,32 +466,6 @@ impl<T: Serialize + DeserializeOwned> ModelWatcher<T> {
                     }
                 }
             }
-        }
-    }
-}
-
-/// Create-or-set (parents created); returns the new version.
-async fn upsert(client: &zk::Client, path: &str, bytes: &[u8]) -> Result<i32> {
-    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    let mut made_parents = false;
-    loop {
-        match client.set_data(path, bytes, None).await {
-            Ok(stat) => return Ok(stat.version),
-            Err(zk::Error::NoNode) => {}
-            Err(err) => return Err(err.into()),
-        }
-        match client.create(path, bytes, &options).await {
-            Ok((stat, _)) => return Ok(stat.version),
-            Err(zk::Error::NodeExists) => continue,
-            Err(zk::Error::NoNode) if !made_parents => {
-                if let Some((parent, _)) = path.rsplit_once('/') {
-                    if !parent.is_empty() {
-                        client.mkdir(parent, &options).await?;
-                    }
-                }
-                made_parents = true;
-            }
-            Err(err) => return Err(err.into()),
         }
     }
 }

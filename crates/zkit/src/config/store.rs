@@ -176,7 +176,8 @@ impl ConfigStore {
         let path = self.path_of(key)?;
         retry(&self.policy, || async {
             let client = self.session.client();
-            upsert(&client, &path, value).await
+            let stat = upsert(&client, &path, value).await?;
+            Ok::<_, Error>(Versioned::new(value.to_vec(), &stat))
         })
         .await
     }
@@ -310,16 +311,18 @@ impl ConfigStore {
     }
 }
 
-/// Create-or-set, creating missing parents as empty persistent nodes.
-async fn upsert(client: &zk::Client, path: &str, value: &[u8]) -> Result<Versioned> {
+/// Create-or-set, creating missing parents as empty persistent nodes: create, and on
+/// `NodeExists` set (a node deleted in between is created again). Returns the node's stat.
+/// Also the write of a typed [`crate::model::Model`].
+pub(crate) async fn upsert(client: &zk::Client, path: &str, value: &[u8]) -> Result<zk::Stat> {
     let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     let mut made_parents = false;
     loop {
         match client.create(path, value, &options).await {
-            Ok((stat, _)) => return Ok(Versioned::new(value.to_vec(), &stat)),
+            Ok((stat, _)) => return Ok(stat),
             Err(zk::Error::NodeExists) => {
                 return match client.set_data(path, value, None).await {
-                    Ok(stat) => Ok(Versioned::new(value.to_vec(), &stat)),
+                    Ok(stat) => Ok(stat),
                     // Deleted between our create and set: create again.
                     Err(zk::Error::NoNode) => continue,
                     Err(err) => Err(err.into()),
