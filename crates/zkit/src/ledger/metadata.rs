@@ -194,13 +194,7 @@ impl MetadataStore {
         let got = self
             .retrying(|client| {
                 let path = path.clone();
-                async move {
-                    match client.get_data(&path).await {
-                        Ok(v) => Ok(Some(v)),
-                        Err(zk::Error::NoNode) => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                }
+                async move { found(client.get_data(&path).await) }
             })
             .await?;
         let (data, stat) = got.ok_or(LedgerError::NoSuchLedger(ledger_id))?;
@@ -217,13 +211,7 @@ impl MetadataStore {
         let got = self
             .retrying(|client| {
                 let path = path.clone();
-                async move {
-                    match client.get_and_watch_data(&path).await {
-                        Ok(v) => Ok(Some(v)),
-                        Err(zk::Error::NoNode) => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                }
+                async move { found(client.get_and_watch_data(&path).await) }
             })
             .await?;
         let (data, stat, w) = got.ok_or(LedgerError::NoSuchLedger(ledger_id))?;
@@ -445,13 +433,7 @@ impl MetadataStore {
         let got = self
             .retrying(|client| {
                 let path = path.clone();
-                async move {
-                    match client.get_data(&path).await {
-                        Ok(v) => Ok(Some(v)),
-                        Err(zk::Error::NoNode) => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                }
+                async move { found(client.get_data(&path).await) }
             })
             .await?;
         match got {
@@ -622,5 +604,14 @@ impl MetadataStore {
             .await?;
         }
         Ok(())
+    }
+}
+
+/// `Ok(None)` for a node that does not exist, the rest as it was.
+fn found<T>(result: Result<T, zk::Error>) -> Result<Option<T>, zk::Error> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(e) => Err(e),
     }
 }
