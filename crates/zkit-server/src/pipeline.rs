@@ -8,7 +8,8 @@
 //! [`Storage::submit`], which writes and fsyncs them on the storage's own thread; the pipeline
 //! does not wait for that but goes on with the next batch, so the CPU work of one batch overlaps
 //! the fsync of the one before, and the writes that arrive during an fsync share the next one
-//! (group commit). Each batch's messages wait in a queue of in-flight batches (at most
+//! (group commit). A small batch on an idle log is the exception: the WAL writes and fsyncs it
+//! before `submit` returns, sparing a lone write two thread hand-offs. Each batch's messages wait in a queue of in-flight batches (at most
 //! [`MAX_IN_FLIGHT`]) and are handed to the connections' writers strictly in order, once every
 //! txn up to that batch is durable. A batch without txns waits behind earlier undurable ones too
 //! — its reads may have seen their writes (Apache's SyncRequestProcessor holds reads behind

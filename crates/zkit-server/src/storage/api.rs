@@ -23,7 +23,10 @@ pub trait Storage: Send + 'static {
 
     /// Starts making `txns` durable (written and synced), in order after every earlier
     /// submission, and returns at once: the pipeline goes on handling requests while the write
-    /// and fsync run, and awaits the returned [`Durable`]s in submission order; nothing of a
+    /// and fsync run, and awaits the returned [`Durable`]s in submission order. (An
+    /// implementation may instead finish a small batch before returning, when nothing earlier
+    /// is pending, and return a resolved `Durable`: the WAL does, see `GroupCommit::submit`.)
+    /// Nothing of a
     /// batch is sent to clients before its `Durable` resolved `Ok`. Implementations must
     /// resolve them in that order, and once one fails every later one must fail too (a write
     /// after a failed fsync proves nothing about the ones before it).
