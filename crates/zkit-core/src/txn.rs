@@ -9,7 +9,7 @@
 
 use bytes::BytesMut;
 use zkit_proto::codec::{put_buffer, put_i32, put_i64, put_opt_buffer, put_ustring, put_vec};
-use zkit_proto::{Acl, DecodeError, Reader};
+use zkit_proto::{Acl, DecodeError, OpCode, Reader};
 
 /// A state change, as logged in the WAL and replayed through [`crate::Core::apply`].
 #[derive(Debug, Clone, PartialEq)]
@@ -94,19 +94,6 @@ pub enum TxnOp {
     },
 }
 
-mod tag {
-    pub const CREATE: i32 = 1;
-    pub const DELETE: i32 = 2;
-    pub const SET_DATA: i32 = 5;
-    pub const SET_ACL: i32 = 7;
-    pub const CHECK: i32 = 13;
-    pub const MULTI: i32 = 14;
-    pub const DELETE_CONTAINER: i32 = 20;
-    pub const CREATE_SESSION: i32 = -10;
-    pub const CLOSE_SESSION: i32 = -11;
-    pub const ERROR: i32 = -1;
-}
-
 /// Nesting limit for decoding: multi contains plain ops only, so depth 2 is plenty.
 const MAX_DEPTH: usize = 2;
 
@@ -114,11 +101,11 @@ impl TxnOp {
     fn encode(&self, buf: &mut BytesMut) {
         match self {
             TxnOp::CreateSession { timeout_ms, passwd } => {
-                put_i32(buf, tag::CREATE_SESSION);
+                put_i32(buf, OpCode::CreateSession.into());
                 put_i32(buf, *timeout_ms);
                 put_buffer(buf, passwd);
             }
-            TxnOp::CloseSession => put_i32(buf, tag::CLOSE_SESSION),
+            TxnOp::CloseSession => put_i32(buf, OpCode::CloseSession.into()),
             TxnOp::Create {
                 path,
                 data,
@@ -126,7 +113,7 @@ impl TxnOp {
                 ephemeral_owner,
                 parent_cversion,
             } => {
-                put_i32(buf, tag::CREATE);
+                put_i32(buf, OpCode::Create.into());
                 put_ustring(buf, path);
                 put_opt_buffer(buf, data.as_deref());
                 put_vec(buf, acl);
@@ -134,11 +121,11 @@ impl TxnOp {
                 put_i32(buf, *parent_cversion);
             }
             TxnOp::Delete { path } => {
-                put_i32(buf, tag::DELETE);
+                put_i32(buf, OpCode::Delete.into());
                 put_ustring(buf, path);
             }
             TxnOp::DeleteContainer { path } => {
-                put_i32(buf, tag::DELETE_CONTAINER);
+                put_i32(buf, OpCode::DeleteContainer.into());
                 put_ustring(buf, path);
             }
             TxnOp::SetData {
@@ -146,31 +133,31 @@ impl TxnOp {
                 data,
                 version,
             } => {
-                put_i32(buf, tag::SET_DATA);
+                put_i32(buf, OpCode::SetData.into());
                 put_ustring(buf, path);
                 put_opt_buffer(buf, data.as_deref());
                 put_i32(buf, *version);
             }
             TxnOp::SetAcl { path, acl, version } => {
-                put_i32(buf, tag::SET_ACL);
+                put_i32(buf, OpCode::SetAcl.into());
                 put_ustring(buf, path);
                 put_vec(buf, acl);
                 put_i32(buf, *version);
             }
             TxnOp::Check { path, version } => {
-                put_i32(buf, tag::CHECK);
+                put_i32(buf, OpCode::Check.into());
                 put_ustring(buf, path);
                 put_i32(buf, *version);
             }
             TxnOp::Multi(ops) => {
-                put_i32(buf, tag::MULTI);
+                put_i32(buf, OpCode::Multi.into());
                 put_i32(buf, i32::try_from(ops.len()).unwrap_or(i32::MAX));
                 for op in ops {
                     op.encode(buf);
                 }
             }
             TxnOp::Error { err } => {
-                put_i32(buf, tag::ERROR);
+                put_i32(buf, OpCode::Error.into());
                 put_i32(buf, *err);
             }
         }
@@ -178,40 +165,40 @@ impl TxnOp {
 
     fn decode(r: &mut Reader<'_>, depth: usize) -> Result<TxnOp, DecodeError> {
         let t = r.read_i32()?;
-        Ok(match t {
-            tag::CREATE_SESSION => TxnOp::CreateSession {
+        Ok(match OpCode::from_i32(t) {
+            Some(OpCode::CreateSession) => TxnOp::CreateSession {
                 timeout_ms: r.read_i32()?,
                 passwd: r.read_buffer()?,
             },
-            tag::CLOSE_SESSION => TxnOp::CloseSession,
-            tag::CREATE => TxnOp::Create {
+            Some(OpCode::CloseSession) => TxnOp::CloseSession,
+            Some(OpCode::Create) => TxnOp::Create {
                 path: r.read_ustring()?,
                 data: r.read_opt_buffer()?,
                 acl: r.read_vec()?,
                 ephemeral_owner: r.read_i64()?,
                 parent_cversion: r.read_i32()?,
             },
-            tag::DELETE => TxnOp::Delete {
+            Some(OpCode::Delete) => TxnOp::Delete {
                 path: r.read_ustring()?,
             },
-            tag::DELETE_CONTAINER => TxnOp::DeleteContainer {
+            Some(OpCode::DeleteContainer) => TxnOp::DeleteContainer {
                 path: r.read_ustring()?,
             },
-            tag::SET_DATA => TxnOp::SetData {
+            Some(OpCode::SetData) => TxnOp::SetData {
                 path: r.read_ustring()?,
                 data: r.read_opt_buffer()?,
                 version: r.read_i32()?,
             },
-            tag::SET_ACL => TxnOp::SetAcl {
+            Some(OpCode::SetAcl) => TxnOp::SetAcl {
                 path: r.read_ustring()?,
                 acl: r.read_vec()?,
                 version: r.read_i32()?,
             },
-            tag::CHECK => TxnOp::Check {
+            Some(OpCode::Check) => TxnOp::Check {
                 path: r.read_ustring()?,
                 version: r.read_i32()?,
             },
-            tag::MULTI if depth < MAX_DEPTH => {
+            Some(OpCode::Multi) if depth < MAX_DEPTH => {
                 let n = r.read_i32()?;
                 // Each sub-op takes at least its 4-byte tag: reject absurd counts up front.
                 let n = usize::try_from(n)
@@ -224,8 +211,8 @@ impl TxnOp {
                 }
                 TxnOp::Multi(ops)
             }
-            tag::ERROR => TxnOp::Error { err: r.read_i32()? },
-            other => return Err(DecodeError::UnknownOp(other)),
+            Some(OpCode::Error) => TxnOp::Error { err: r.read_i32()? },
+            _ => return Err(DecodeError::UnknownOp(t)),
         })
     }
 }
@@ -333,7 +320,7 @@ mod tests {
         put_i64(&mut buf, 1);
         put_i64(&mut buf, 1);
         put_i64(&mut buf, 1);
-        put_i32(&mut buf, tag::MULTI);
+        put_i32(&mut buf, OpCode::Multi.into());
         put_i32(&mut buf, i32::MAX);
         assert!(Txn::decode(&buf).is_err());
         assert!(Txn::decode(&[0xff; 40]).is_err());

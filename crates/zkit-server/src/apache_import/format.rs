@@ -13,24 +13,6 @@ const OPEN_UNSAFE_ACL_ID: i64 = -1;
 /// `ZooKeeperServer.superSecret`.
 const SUPER_SECRET: i64 = 0xB341_5C00;
 
-/// Op codes of logged txns (`ZooDefs.OpCode`).
-pub(super) mod op {
-    pub const CREATE: i32 = 1;
-    pub const DELETE: i32 = 2;
-    pub const SET_DATA: i32 = 5;
-    pub const SET_ACL: i32 = 7;
-    pub const CHECK: i32 = 13;
-    pub const MULTI: i32 = 14;
-    pub const CREATE2: i32 = 15;
-    pub const RECONFIG: i32 = 16;
-    pub const CREATE_CONTAINER: i32 = 19;
-    pub const DELETE_CONTAINER: i32 = 20;
-    pub const CREATE_TTL: i32 = 21;
-    pub const CREATE_SESSION: i32 = -10;
-    pub const CLOSE_SESSION: i32 = -11;
-    pub const ERROR: i32 = -1;
-}
-
 /// A parsed Apache snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApacheSnapshot {

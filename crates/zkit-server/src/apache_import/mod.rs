@@ -229,8 +229,8 @@ mod tests {
     use zkit_core::TxnOp;
     use zkit_proto::codec::{put_buffer, put_i32, put_i64, put_ustring};
 
-    use super::format::op;
     use super::*;
+    use zkit_proto::OpCode;
 
     #[test]
     fn adler32_and_passwords_match_java() {
@@ -338,13 +338,13 @@ mod tests {
         put_i32(&mut create, 0);
         create.extend_from_slice(&[1]);
         put_i32(&mut create, 2);
-        log_record(&mut log, 3, op::CREATE, &create);
+        log_record(&mut log, 3, i32::from(OpCode::Create), &create);
         let mut set = BytesMut::new();
         put_ustring(&mut set, "/a");
         put_buffer(&mut set, b"y");
         put_i32(&mut set, 1);
-        log_record(&mut log, 5, op::SET_DATA, &set);
-        log_record(&mut log, 6, op::CLOSE_SESSION, &[]);
+        log_record(&mut log, 5, i32::from(OpCode::SetData), &set);
+        log_record(&mut log, 6, i32::from(OpCode::CloseSession), &[]);
         let mut torn = log.clone();
         torn.extend_from_slice(&[0, 0, 0]);
         log.extend_from_slice(&[0u8; 64]); // pre-allocated zeros
@@ -375,7 +375,7 @@ mod tests {
         put_i32(&mut ttl, 0);
         put_i32(&mut ttl, 9);
         put_i64(&mut ttl, 5000);
-        match to_txn_op(op::CREATE_TTL, &ttl, 1, &cv).unwrap() {
+        match to_txn_op(i32::from(OpCode::CreateTtl), &ttl, 1, &cv).unwrap() {
             TxnOp::Create {
                 ephemeral_owner,
                 parent_cversion,
@@ -389,7 +389,7 @@ mod tests {
         put_buffer(&mut v0, b"");
         put_i32(&mut v0, 0);
         v0.extend_from_slice(&[0]);
-        match to_txn_op(op::CREATE, &v0, 1, &cv).unwrap() {
+        match to_txn_op(i32::from(OpCode::Create), &v0, 1, &cv).unwrap() {
             TxnOp::Create {
                 parent_cversion, ..
             } => assert_eq!(parent_cversion, 5),
@@ -398,19 +398,19 @@ mod tests {
         // A failed multi changes nothing.
         let mut multi = BytesMut::new();
         put_i32(&mut multi, 2);
-        put_i32(&mut multi, op::DELETE);
+        put_i32(&mut multi, i32::from(OpCode::Delete));
         let mut del = BytesMut::new();
         put_ustring(&mut del, "/x");
         put_buffer(&mut multi, &del);
-        put_i32(&mut multi, op::ERROR);
+        put_i32(&mut multi, i32::from(OpCode::Error));
         let mut err = BytesMut::new();
         put_i32(&mut err, -101);
         put_buffer(&mut multi, &err);
         assert_eq!(
-            to_txn_op(op::MULTI, &multi, 1, &cv).unwrap(),
+            to_txn_op(i32::from(OpCode::Multi), &multi, 1, &cv).unwrap(),
             TxnOp::Multi(vec![TxnOp::Error { err: 0 }, TxnOp::Error { err: -101 }])
         );
         assert!(to_txn_op(99, &[], 1, &cv).is_err());
-        assert!(to_txn_op(op::SET_DATA, &[0, 0], 1, &cv).is_err());
+        assert!(to_txn_op(i32::from(OpCode::SetData), &[0, 0], 1, &cv).is_err());
     }
 }

@@ -3,10 +3,10 @@
 use zkit_core::image::ImageBuilder;
 use zkit_core::tree::{ttl_owner, CONTAINER_OWNER};
 use zkit_core::{Config, Core, Txn, TxnOp};
-use zkit_proto::{DecodeError, Reader};
+use zkit_proto::{DecodeError, OpCode, Reader};
 
 use super::error::ImportError;
-use super::format::{apache_session_password, op, read_acls, ApacheSnapshot, LoggedTxn};
+use super::format::{apache_session_password, read_acls, ApacheSnapshot, LoggedTxn};
 
 /// Reads the end of a create record: the raw ephemeralOwner and the parent's new cversion.
 type OwnerOf<'a> = dyn Fn(&mut Reader<'_>) -> Result<(i64, i32), DecodeError> + 'a;
@@ -41,49 +41,49 @@ pub fn to_txn_op(
             parent_cversion: pcv,
         })
     };
-    Ok(match op_type {
-        op::CREATE | op::CREATE2 => create(&mut r, &|r| {
+    Ok(match OpCode::from_i32(op_type) {
+        Some(OpCode::Create | OpCode::Create2) => create(&mut r, &|r| {
             let ephemeral = r.read_bool()?;
             // CreateTxnV0 has no parentCVersion (SerializeUtils.deserializeTxn's fallback).
             let pcv = if r.is_empty() { -1 } else { r.read_i32()? };
             Ok((if ephemeral { session } else { 0 }, pcv))
         })?,
-        op::CREATE_CONTAINER => create(&mut r, &|r| Ok((CONTAINER_OWNER, r.read_i32()?)))?,
-        op::CREATE_TTL => create(&mut r, &|r| {
+        Some(OpCode::CreateContainer) => create(&mut r, &|r| Ok((CONTAINER_OWNER, r.read_i32()?)))?,
+        Some(OpCode::CreateTtl) => create(&mut r, &|r| {
             let pcv = r.read_i32()?;
             let ttl = r.read_i64()?;
             Ok((ttl_owner(ttl), pcv))
         })?,
-        op::DELETE => TxnOp::Delete {
+        Some(OpCode::Delete) => TxnOp::Delete {
             path: r.read_ustring().map_err(e)?,
         },
-        op::DELETE_CONTAINER => TxnOp::DeleteContainer {
+        Some(OpCode::DeleteContainer) => TxnOp::DeleteContainer {
             path: r.read_ustring().map_err(e)?,
         },
-        op::SET_DATA | op::RECONFIG => TxnOp::SetData {
+        Some(OpCode::SetData | OpCode::Reconfig) => TxnOp::SetData {
             path: r.read_ustring().map_err(e)?,
             data: r.read_opt_buffer().map_err(e)?,
             version: r.read_i32().map_err(e)?,
         },
-        op::SET_ACL => TxnOp::SetAcl {
+        Some(OpCode::SetAcl) => TxnOp::SetAcl {
             path: r.read_ustring().map_err(e)?,
             acl: read_acls(&mut r).map_err(e)?,
             version: r.read_i32().map_err(e)?,
         },
-        op::CHECK => TxnOp::Check {
+        Some(OpCode::Check) => TxnOp::Check {
             path: r.read_ustring().map_err(e)?,
             version: r.read_i32().map_err(e)?,
         },
-        op::CREATE_SESSION => TxnOp::CreateSession {
+        Some(OpCode::CreateSession) => TxnOp::CreateSession {
             timeout_ms: r.read_i32().map_err(e)?,
             passwd: apache_session_password(session),
         },
         // The record (paths to delete, when logged) repeats what the session's ephemerals are.
-        op::CLOSE_SESSION => TxnOp::CloseSession,
-        op::ERROR => TxnOp::Error {
+        Some(OpCode::CloseSession) => TxnOp::CloseSession,
+        Some(OpCode::Error) => TxnOp::Error {
             err: r.read_i32().map_err(e)?,
         },
-        op::MULTI => {
+        Some(OpCode::Multi) => {
             let n = r.read_i32().map_err(e)?;
             let mut subs = Vec::new();
             for _ in 0..n.max(0) {
@@ -93,11 +93,11 @@ pub fn to_txn_op(
             }
             // DataTree.processTxn: a multi with an error sub-txn failed as a whole and changes
             // nothing.
-            if subs.iter().any(|(t, _)| *t == op::ERROR) {
+            if subs.iter().any(|(t, _)| *t == i32::from(OpCode::Error)) {
                 let errors = subs
                     .iter()
-                    .map(|(t, body)| match *t {
-                        op::ERROR => to_txn_op(op::ERROR, body, session, parent_cversion),
+                    .map(|(t, body)| match OpCode::from_i32(*t) {
+                        Some(OpCode::Error) => to_txn_op(*t, body, session, parent_cversion),
                         _ => Ok(TxnOp::Error { err: 0 }),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -112,7 +112,7 @@ pub fn to_txn_op(
                 )
             }
         }
-        other => return Err(format!("unknown txn type {other}")),
+        _ => return Err(format!("unknown txn type {op_type}")),
     })
 }
 
