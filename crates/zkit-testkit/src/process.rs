@@ -18,7 +18,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::sync::{mpsc, OnceLock};
 
 /// The path of the built `zkit` binary: `target/<profile>/zkit`, found from the running test
 /// executable (`target/<profile>/deps/<test>-<hash>`).
@@ -155,7 +155,7 @@ type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 /// Spawns `command` from one thread that lives as long as the process: the parent-death signal
 /// fires when the forking thread ends, not the process.
 fn spawn_on_spawner(command: Command) -> io::Result<Child> {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    static SPAWNER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
         std::thread::Builder::new()
@@ -166,14 +166,12 @@ fn spawn_on_spawner(command: Command) -> io::Result<Child> {
                 }
             })
             .expect("spawn the tied-spawner thread");
-        Mutex::new(tx)
+        tx
     });
     let (reply, result) = mpsc::channel();
-    let sent = spawner
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .send((command, reply));
-    sent.map_err(|_| io::Error::other("the tied-spawner thread is gone"))?;
+    spawner
+        .send((command, reply))
+        .map_err(|_| io::Error::other("the tied-spawner thread is gone"))?;
     result
         .recv()
         .map_err(|_| io::Error::other("the tied-spawner thread dropped a request"))?

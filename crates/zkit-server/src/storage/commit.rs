@@ -73,7 +73,7 @@ impl Shared {
 #[derive(Debug)]
 pub struct GroupCommit {
     tx: Option<mpsc::Sender<Job>>,
-    thread: Option<JoinHandle<()>>,
+    thread: JoinHandle<()>,
     shared: Arc<Shared>,
 }
 
@@ -104,7 +104,7 @@ impl GroupCommit {
             .map_err(|e| StorageError::io("spawn WAL thread", e))?;
         Ok(GroupCommit {
             tx: Some(tx),
-            thread: Some(thread),
+            thread,
             shared,
         })
     }
@@ -124,16 +124,15 @@ impl GroupCommit {
             // nothing written later can overtake it; a prune holding the lock sends us the
             // thread's way instead of waiting for it.
             if self.shared.queued.load(Ordering::Acquire) == 0 {
-                match self.shared.wal.try_lock() {
-                    Ok(mut wal) => {
-                        commit_group(&mut wal, &mut vec![(records, done)]);
-                        return Commit(rx);
-                    }
-                    Err(TryLockError::Poisoned(poisoned)) => {
-                        commit_group(&mut poisoned.into_inner(), &mut vec![(records, done)]);
-                        return Commit(rx);
-                    }
-                    Err(TryLockError::WouldBlock) => {}
+                let wal = match self.shared.wal.try_lock() {
+                    Ok(wal) => Some(wal),
+                    // As in `Shared::lock`: the log's own poisoning is what counts.
+                    Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                    Err(TryLockError::WouldBlock) => None,
+                };
+                if let Some(mut wal) = wal {
+                    commit_group(&mut wal, &mut vec![(records, done)]);
+                    return Commit(rx);
                 }
             }
         }
@@ -164,10 +163,7 @@ impl GroupCommit {
     pub fn shutdown(self) -> Result<Wal> {
         let GroupCommit { tx, thread, shared } = self;
         drop(tx);
-        match thread.map(JoinHandle::join) {
-            Some(Ok(())) => {}
-            _ => return Err(StorageError::CommitThreadGone),
-        }
+        thread.join().map_err(|_| StorageError::CommitThreadGone)?;
         // The thread has exited, so this handle held the only other reference.
         let shared = Arc::try_unwrap(shared).map_err(|_| StorageError::CommitThreadGone)?;
         Ok(shared
