@@ -214,6 +214,9 @@ pub enum Op {
         /// Its ephemeralOwner when it exists (ok with `None`: it does not).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         owner: Option<i64>,
+        /// The observer's own session, when known: reads are ordered within one session only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observer: Option<i64>,
     },
 
     // --- locks ---

@@ -41,9 +41,11 @@ enum Command {
         /// Which checker: the workload's name.
         #[arg(long)]
         workload: String,
-        /// Sessions checker: how long after an observed expiry a read may still show the
-        /// session's ephemeral (ms); 0 for one server, syncLimit × tickTime + tickTime for a
-        /// history of an ensemble (5500 with scripts/apache-zk's settings).
+        /// Sessions checker: the stale-read window of an ensemble's member (ms),
+        /// syncLimit × tickTime + tickTime (5500 with scripts/apache-zk's settings); it also
+        /// selects the ensemble's rule (an expired session's ephemeral gone a session timeout
+        /// after a quorum commits). 0, for a history of one server: gone once the expiry was
+        /// observed.
         #[arg(long, default_value_t = 0)]
         stale_read_ms: u64,
     },

@@ -5,13 +5,23 @@
 //!   session already saw (through a read or its own write) in an operation that completed
 //!   before the read was invoked; a znode it saw does not vanish from its view (persistent
 //!   znodes only are read).
-//! - **Ephemerals die with their session**: once a client was told its session expired, no
-//!   read invoked afterwards (by an observer session) shows an ephemeral owned by it. On an
-//!   ensemble a read may come from a member that has lost the quorum and not noticed yet: a
-//!   leader cut off from its followers serves its old copy until syncLimit passes without
-//!   their acks (`Leader.lead`), while the majority elects another leader and expires the
-//!   session; ZooKeeper's reads are sequentially consistent, not linearizable, so that read is
-//!   allowed. [`SessionChecker::stale_read_ms`] is that window (0 for one server).
+//! - **Ephemerals die with their session**: on one server, once a client was told its session
+//!   expired, no read invoked afterwards (by an observer session) shows an ephemeral owned by
+//!   it. An ensemble promises less, in two ways:
+//!   - a read may come from a member that has lost the quorum and not noticed yet: a leader
+//!     cut off from its followers serves its old copy until syncLimit passes without their acks
+//!     (`Leader.lead`); ZooKeeper's reads are sequentially consistent, not linearizable, so
+//!     that read is allowed. [`SessionChecker::stale_read_ms`] is that window (0 for one
+//!     server, which selects the strict rule);
+//!   - the leader's session tracker may tell a client "expired" before the closeSession
+//!     transaction that deletes its ephemerals has committed, and that needs a quorum; a
+//!     leader elected meanwhile takes the sessions over with a fresh timeout.
+//!
+//!   So on an ensemble the ephemeral must be gone a session timeout (plus grace and the
+//!   stale-read window) after a quorum is seen to commit: the first acknowledged write invoked
+//!   after the observed expiry and after the last member fault (kill, pause or isolation of a
+//!   member) before the read. And once one observer session saw it gone, that session never
+//!   sees it again.
 //! - **No session outlives its timeout after a partition**: if a client's link was cut (its
 //!   proxy black-holed) for longer than the session timeout plus a grace (the server's tick and
 //!   scheduling), the server must have expired the session by `cut + timeout + grace`: an
@@ -100,7 +110,7 @@ impl Checker for SessionChecker {
                         .or_default()
                         .push(op);
                 }
-                (Op::ObserveEphemeral { owner: Some(_), .. }, EventKind::Ok) => {
+                (Op::ObserveEphemeral { .. }, EventKind::Ok) => {
                     observations.push(op);
                 }
                 _ => {}
@@ -154,27 +164,21 @@ impl Checker for SessionChecker {
         }
 
         // Ephemerals gone once the expiry was observed.
-        for obs in &observations {
-            let Op::ObserveEphemeral {
-                path,
-                owner: Some(owner),
-            } = obs.op()
-            else {
-                continue;
-            };
-            if let Some((seen_at, seen_time)) = expired.get(owner) {
-                let stale_until = seen_time.saturating_add(self.stale_read_ms * 1_000_000);
-                if obs.invoke_index > *seen_at && obs.invoke_time > stale_until {
-                    report.violation(
-                        format!(
-                            "ephemeral {path} of session {owner:#x} still exists after the \
-                             session's expiry was observed"
-                        ),
-                        vec![*seen_at, obs.invoke_index, obs.end_index()],
-                    );
-                }
-            }
+        let member_faults = member_fault_windows(history);
+        if self.stale_read_ms == 0 {
+            check_gone_at_expiry(&mut report, &observations, &expired);
+        } else {
+            let writes = QuorumWrites::new(&ops);
+            self.check_gone_after_quorum(
+                &mut report,
+                &observations,
+                &expired,
+                &sessions,
+                &writes,
+                &member_faults,
+            );
         }
+        check_never_back(&mut report, &observations, &expired);
 
         // No session outlives its timeout after a partition.
         let mut open: HashMap<u32, (usize, u64)> = HashMap::new();
@@ -210,14 +214,24 @@ impl Checker for SessionChecker {
                 if end <= deadline {
                     continue; // a short cut: the session may survive
                 }
+                let deadline = deadline + self.stale_read_ms * 1_000_000;
                 for obs in &observations {
                     let Op::ObserveEphemeral {
                         path,
                         owner: Some(owner),
+                        ..
                     } = obs.op()
                     else {
                         continue;
                     };
+                    // On an ensemble a member fault in between may hold the expiry back (see
+                    // `check_gone_after_quorum`).
+                    if self.stale_read_ms > 0
+                        && !quiet_since(&member_faults, obs.invoke_index)
+                            .is_some_and(|l| l < start_index)
+                    {
+                        continue;
+                    }
                     if owner == session && obs.invoke_time > deadline {
                         report.violation(
                             format!(
@@ -235,6 +249,237 @@ impl Checker for SessionChecker {
             }
         }
         Ok(report)
+    }
+}
+
+impl SessionChecker {
+    /// The rule on an ensemble. A member's session tracker may tell a client its session
+    /// expired before the closeSession transaction that deletes its ephemerals has committed,
+    /// which takes a quorum; while the quorum is lost or moving, a new leader takes the
+    /// sessions over with a fresh timeout. So the ephemeral must be gone once a quorum has
+    /// committed after the expiry and no member fault came since: by the completion `q` of the
+    /// first acknowledged write invoked after both, plus the session timeout and grace, plus
+    /// the stale-read window of a member that has not noticed it lost the quorum.
+    fn check_gone_after_quorum(
+        &self,
+        report: &mut Report,
+        observations: &[&Operation],
+        expired: &HashMap<i64, (usize, u64)>,
+        sessions: &HashMap<i64, SessionInfo>,
+        writes: &QuorumWrites,
+        member_faults: &[(usize, usize)],
+    ) {
+        for obs in observations {
+            let Op::ObserveEphemeral {
+                path,
+                owner: Some(owner),
+                ..
+            } = obs.op()
+            else {
+                continue;
+            };
+            let Some(&(seen_at, _)) = expired.get(owner) else {
+                continue;
+            };
+            if obs.invoke_index <= seen_at {
+                continue;
+            }
+            let Some(quiet) = quiet_since(member_faults, obs.invoke_index) else {
+                continue; // a member fault is under way
+            };
+            let Some((write_end_index, q)) = writes.first_after(seen_at.max(quiet)) else {
+                continue;
+            };
+            let timeout_ms = sessions.get(owner).map_or(0, |i| i.timeout_ms);
+            let deadline =
+                q.saturating_add((timeout_ms + self.grace_ms + self.stale_read_ms) * 1_000_000);
+            if obs.invoke_time > deadline {
+                report.violation(
+                    format!(
+                        "ephemeral {path} of session {owner:#x} still exists {} ms after a \
+                         quorum committed a write that followed the session's observed expiry \
+                         (timeout {timeout_ms} ms, grace {} ms, stale-read window {} ms)",
+                        (obs.invoke_time - q) / 1_000_000,
+                        self.grace_ms,
+                        self.stale_read_ms
+                    ),
+                    vec![seen_at, write_end_index, obs.invoke_index, obs.end_index()],
+                );
+            }
+        }
+    }
+}
+
+/// The rule on one server: once a client was told its session expired, no observation
+/// invoked afterwards shows its ephemeral.
+fn check_gone_at_expiry(
+    report: &mut Report,
+    observations: &[&Operation],
+    expired: &HashMap<i64, (usize, u64)>,
+) {
+    for obs in observations {
+        let Op::ObserveEphemeral {
+            path,
+            owner: Some(owner),
+            ..
+        } = obs.op()
+        else {
+            continue;
+        };
+        if let Some(&(seen_at, _)) = expired.get(owner) {
+            if obs.invoke_index > seen_at {
+                report.violation(
+                    format!(
+                        "ephemeral {path} of session {owner:#x} still exists after the \
+                         session's expiry was observed"
+                    ),
+                    vec![seen_at, obs.invoke_index, obs.end_index()],
+                );
+            }
+        }
+    }
+}
+
+/// Within one observer session, an ephemeral whose session's expiry was observed, once seen
+/// gone, is not seen again: reads are sequentially consistent per session, and an expired
+/// session creates nothing.
+fn check_never_back(
+    report: &mut Report,
+    observations: &[&Operation],
+    expired: &HashMap<i64, (usize, u64)>,
+) {
+    let mut owners: HashMap<&str, i64> = HashMap::new();
+    let mut by_observer: BTreeMap<i64, Vec<&Operation>> = BTreeMap::new();
+    for obs in observations {
+        let Op::ObserveEphemeral {
+            path,
+            owner,
+            observer,
+        } = obs.op()
+        else {
+            continue;
+        };
+        if let Some(owner) = owner {
+            owners.entry(path.as_str()).or_insert(*owner);
+        }
+        if let Some(observer) = observer {
+            by_observer.entry(*observer).or_default().push(obs);
+        }
+    }
+    for (observer, mut list) in by_observer {
+        list.sort_by_key(|o| o.invoke_index);
+        // Path -> the end index of the observation that saw it gone.
+        let mut gone: HashMap<&str, usize> = HashMap::new();
+        for obs in list {
+            let Op::ObserveEphemeral { path, owner, .. } = obs.op() else {
+                continue;
+            };
+            let Some(&known) = owners.get(path.as_str()) else {
+                continue;
+            };
+            if *owner == Some(known) {
+                if let Some(&gone_at) = gone.get(path.as_str()) {
+                    if gone_at < obs.invoke_index {
+                        report.violation(
+                            format!(
+                                "observer session {observer:#x} saw ephemeral {path} of expired \
+                                 session {known:#x} again after it had seen it gone"
+                            ),
+                            vec![gone_at, obs.invoke_index, obs.end_index()],
+                        );
+                    }
+                }
+            } else if expired
+                .get(&known)
+                .is_some_and(|&(seen_at, _)| seen_at < obs.invoke_index)
+            {
+                gone.entry(path.as_str()).or_insert(obs.end_index());
+            }
+        }
+    }
+}
+
+/// The (start, end) event indices of the faults that move or break an ensemble's quorum: a
+/// member killed, paused or cut off. One still under way at the end ends at `usize::MAX`.
+fn member_fault_windows(history: &History) -> Vec<(usize, usize)> {
+    const MEMBER_FAULTS: [&str; 4] = [
+        "kill-member",
+        "pause-member",
+        "isolate-member",
+        "partition-members",
+    ];
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    let mut windows = Vec::new();
+    for f in &history.faults {
+        if !MEMBER_FAULTS.iter().any(|m| f.fault.starts_with(m)) {
+            continue;
+        }
+        match f.phase {
+            FaultPhase::Start => {
+                open.insert(f.fault.as_str(), f.index);
+            }
+            FaultPhase::End => {
+                if let Some(start) = open.remove(f.fault.as_str()) {
+                    windows.push((start, f.index));
+                }
+            }
+        }
+    }
+    windows.extend(open.into_values().map(|start| (start, usize::MAX)));
+    windows
+}
+
+/// `None` when a member fault is under way at event `at`; otherwise the end index of the last
+/// member fault that started before it (0: none did).
+fn quiet_since(windows: &[(usize, usize)], at: usize) -> Option<usize> {
+    let mut last = 0;
+    for &(_, end) in windows.iter().filter(|(start, _)| *start < at) {
+        if end > at {
+            return None;
+        }
+        last = last.max(end);
+    }
+    Some(last)
+}
+
+/// The acknowledged writes of the sessions' clients, by invoke index: which one invoked
+/// after a point completed first.
+struct QuorumWrites {
+    /// Invoke indices, increasing.
+    invoked: Vec<usize>,
+    /// From each write on, the earliest completion: (its end index, its time).
+    first_end: Vec<(usize, u64)>,
+}
+
+impl QuorumWrites {
+    fn new(ops: &[Operation]) -> Self {
+        let mut writes: Vec<(usize, usize, u64)> = ops
+            .iter()
+            .filter(|o| matches!((o.op(), o.kind()), (Op::SessionWrite { .. }, EventKind::Ok)))
+            .filter_map(|o| {
+                let c = o.completion.as_ref()?;
+                Some((o.invoke_index, c.index, c.time))
+            })
+            .collect();
+        writes.sort_unstable();
+        let mut first_end = vec![(usize::MAX, u64::MAX); writes.len()];
+        let mut best = (usize::MAX, u64::MAX);
+        for (i, &(_, end, time)) in writes.iter().enumerate().rev() {
+            if time < best.1 {
+                best = (end, time);
+            }
+            first_end[i] = best;
+        }
+        QuorumWrites {
+            invoked: writes.iter().map(|w| w.0).collect(),
+            first_end,
+        }
+    }
+
+    /// The first completion (end index, time) among the writes invoked after event `after`.
+    fn first_after(&self, after: usize) -> Option<(usize, u64)> {
+        let i = self.invoked.partition_point(|&x| x <= after);
+        self.first_end.get(i).copied()
     }
 }
 
@@ -295,17 +540,33 @@ pub fn examples() -> Vec<Example> {
             },
         )
     };
-    let observe = |owner: Option<i64>| {
+    let observe_by = |observer: i64, owner: Option<i64>| {
         (
             Op::ObserveEphemeral {
                 path: "/e".into(),
                 owner: None,
+                observer: None,
             },
             Op::ObserveEphemeral {
                 path: "/e".into(),
                 owner,
+                observer: Some(observer),
             },
         )
+    };
+    let observe = |owner: Option<i64>| observe_by(9, owner);
+    let expire = |b: &mut HistoryBuilder| {
+        b.seq(
+            1,
+            Op::SessionExpired {
+                client: 0,
+                session: 7,
+            },
+            Op::SessionExpired {
+                client: 0,
+                session: 7,
+            },
+        );
     };
     let mut out: Vec<Example> = Vec::new();
 
@@ -358,35 +619,86 @@ pub fn examples() -> Vec<Example> {
     b.seq(3, i, o);
     out.push(("ephemeral after expiry", c(), b.build(), false));
 
-    // On an ensemble (a stale-read window of 100 ms): the ephemeral seen 50 ms after the
-    // expiry came from a member that has not noticed it lost the quorum, which is allowed;
-    // seen 150 ms after, it is not.
+    // On an ensemble (a stale-read window of 100 ms, timeout 1 ms, no grace): the ephemeral
+    // must be gone 101 ms after a write that a quorum acknowledged after the expiry and after
+    // the last member fault.
     let windowed = || {
         Box::new(SessionChecker {
             grace_ms: 0,
             stale_read_ms: 100,
         }) as Box<dyn Checker>
     };
-    for (after_ms, good) in [(50, true), (150, false)] {
+    let ensemble = |fault_after_write: bool, after_ms: u64| {
         let mut b = HistoryBuilder::new();
-        b.seq(
-            1,
-            Op::SessionExpired {
-                client: 0,
-                session: 7,
-            },
-            Op::SessionExpired {
-                client: 0,
-                session: 7,
-            },
-        );
+        let (i, o) = start(0, 7, 1);
+        b.seq(1, i, o);
+        expire(&mut b);
+        b.fault(FaultPhase::Start, "isolate-member Leader 9000ms", None);
+        b.fault(FaultPhase::End, "isolate-member Leader 9000ms", None);
+        let (i, o) = write(8, 5);
+        b.seq(2, i, o);
+        if fault_after_write {
+            b.fault(FaultPhase::Start, "kill-member Leader down 50ms", None);
+            b.fault(FaultPhase::End, "kill-member Leader down 50ms", None);
+        }
         b.pass(after_ms * 1_000_000);
         let (i, o) = observe(Some(7));
         b.seq(3, i, o);
+        b.build()
+    };
+    out.push((
+        "ensemble: ephemeral read within timeout and window of a quorum write",
+        windowed(),
+        ensemble(false, 90),
+        true,
+    ));
+    out.push((
+        "ensemble: ephemeral read past timeout and window of a quorum write",
+        windowed(),
+        ensemble(false, 150),
+        false,
+    ));
+    out.push((
+        "ensemble: a member fault after the write may hold the expiry back",
+        windowed(),
+        ensemble(true, 150),
+        true,
+    ));
+    // A write before the member fault ended shows no quorum after it.
+    let mut b = HistoryBuilder::new();
+    let (i, o) = start(0, 7, 1);
+    b.seq(1, i, o);
+    expire(&mut b);
+    b.fault(FaultPhase::Start, "pause-member Leader 900ms", None);
+    let (i, o) = write(8, 5);
+    b.seq(2, i, o);
+    b.fault(FaultPhase::End, "pause-member Leader 900ms", None);
+    b.pass(150 * 1_000_000);
+    let (i, o) = observe(Some(7));
+    b.seq(3, i, o);
+    out.push((
+        "ensemble: a write during a member fault shows no quorum",
+        windowed(),
+        b.build(),
+        true,
+    ));
+    // Seen gone by one observer session, then seen again by it: back in time. By another
+    // observer session (which may read from a member behind the first's), it is not.
+    for (second_observer, good) in [(9, false), (10, true)] {
+        let mut b = HistoryBuilder::new();
+        let (i, o) = start(0, 7, 1);
+        b.seq(1, i, o);
+        let (i, o) = observe(Some(7));
+        b.seq(3, i, o);
+        expire(&mut b);
+        let (i, o) = observe(None);
+        b.seq(3, i, o);
+        let (i, o) = observe_by(second_observer, Some(7));
+        b.seq(4, i, o);
         let name = if good {
-            "ephemeral read within the stale-read window"
+            "ensemble: another observer session still sees the ephemeral"
         } else {
-            "ephemeral read past the stale-read window"
+            "ensemble: an observer session sees the ephemeral back"
         };
         out.push((name, windowed(), b.build(), good));
     }

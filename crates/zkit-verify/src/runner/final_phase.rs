@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use super::recorder::{call, Recorder};
-use super::sessions::observe;
+use super::sessions::{observe, quorum_write, shared_path};
 use super::shared::Shared;
 use crate::client::{self, ClientHandle};
 use crate::executor::{ledger_options, ID_PARENTS};
@@ -71,6 +71,18 @@ pub(super) async fn final_phase(shared: &Arc<Shared>, ephemerals: &Arc<StdMutex<
             // Every abandoned session has had time to expire; look at every ephemeral once.
             tokio::time::sleep(shared.config.session_timeout + shared.config.grace()).await;
             if let Ok(zk) = Zk::connect(&shared.direct, shared.config.session_timeout).await {
+                let stale = shared.config.stale_reads();
+                if !stale.is_zero() {
+                    // On an ensemble an expired session's ephemerals go when a quorum commits
+                    // its closeSession: a write that commits now shows there is a quorum, and
+                    // every ephemeral of an expired session must be gone a session timeout
+                    // (plus grace and the stale-read window) later. See the sessions checker.
+                    quorum_write(rec, &mut process, &zk, &shared_path(shared), t).await;
+                    tokio::time::sleep(
+                        shared.config.session_timeout + shared.config.grace() + stale,
+                    )
+                    .await;
+                }
                 let paths = crate::lock_vec(ephemerals).clone();
                 for path in paths {
                     observe(rec, process, &zk, &path, t).await;

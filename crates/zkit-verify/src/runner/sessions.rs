@@ -35,7 +35,7 @@ pub(super) async fn session_client(
     let mut process = rec.new_process();
     let notice_process = rec.new_process();
     let mut known: Option<(i64, String)> = None;
-    let shared_path = format!("{}/shared", shared.layout.sessions());
+    let shared_path = shared_path(&shared);
     let timeout = shared.config.op_timeout;
     while !shared.stop.is_cancelled() {
         tokio::select! {
@@ -165,6 +165,48 @@ pub(super) async fn session_client(
     zk.close();
 }
 
+/// The znode every session of the workload reads and writes.
+pub(super) fn shared_path(shared: &Shared) -> String {
+    format!("{}/shared", shared.layout.sessions())
+}
+
+/// A write of the shared znode through `zk`'s current session, retried (up to 10 times) until
+/// one is acknowledged: its completion shows a quorum committing after every fault healed.
+pub(super) async fn quorum_write(
+    rec: &Recorder,
+    process: &mut Process,
+    zk: &Zk,
+    path: &str,
+    timeout: Duration,
+) {
+    for _ in 0..10 {
+        let session = zk.current().0;
+        let invoked = Op::SessionWrite {
+            session,
+            path: path.to_owned(),
+            seen: None,
+        };
+        rec.invoke(*process, invoked.clone());
+        let reply = match tokio::time::timeout(timeout, zk.write_seen(session, path)).await {
+            Ok(Ok(seen)) => ok_reply(Op::SessionWrite {
+                session,
+                path: path.to_owned(),
+                seen: Some(seen),
+            }),
+            Ok(Err(e)) => zk_err_reply(invoked, &e, false),
+            Err(_) => err_reply(invoked, "timed out", false),
+        };
+        let kind = reply.kind;
+        rec.complete(*process, reply);
+        match kind {
+            EventKind::Ok => return,
+            EventKind::Info => *process = rec.new_process(),
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn ok_reply(op: Op) -> Reply {
     Reply {
         kind: EventKind::Ok,
@@ -235,15 +277,20 @@ pub(super) async fn observe(
     path: &str,
     timeout: Duration,
 ) {
+    // The session layer may replace an expired ZooKeeper session under the read: the observer
+    // is recorded only when one session made the whole read.
+    let before = zk.current().0;
     let invoked = Op::ObserveEphemeral {
         path: path.to_owned(),
         owner: None,
+        observer: None,
     };
     rec.invoke(process, invoked.clone());
     let reply = match tokio::time::timeout(timeout, zk.owner(path)).await {
         Ok(Ok(owner)) => ok_reply(Op::ObserveEphemeral {
             path: path.to_owned(),
             owner,
+            observer: (zk.current().0 == before).then_some(before),
         }),
         Ok(Err(e)) => zk_err_reply(invoked, &e, true),
         Err(_) => err_reply(invoked, "timed out", true),
