@@ -148,52 +148,33 @@ pub async fn truncated_records(ctx: Ctx) -> Result<()> {
     c.create(&ctx.p(""), "", PERSISTENT).await?;
     c.close().await?;
     let root = ctx.p("");
-    let full = body::create(&ctx.p("/x"), b"data", &crate::wire::open_acl(), 0, None);
-    case(
-        &ctx,
-        "create cut inside the path",
-        &request(9, op::CREATE, &full[..6]),
-    )
-    .await?;
-    case(
-        &ctx,
-        "create without flags",
-        &request(9, op::CREATE, &full[..full.len() - 4]),
-    )
-    .await?;
-    case(
-        &ctx,
-        "create2 without flags",
-        &request(9, op::CREATE2, &full[..full.len() - 4]),
-    )
-    .await?;
-    let full = body::path_watch(&root, false);
-    case(
-        &ctx,
-        "getData without the watch flag",
-        &request(9, op::GET_DATA, &full[..full.len() - 1]),
-    )
-    .await?;
-    case(
-        &ctx,
-        "exists without the watch flag",
-        &request(9, op::EXISTS, &full[..full.len() - 1]),
-    )
-    .await?;
-    let full = body::set_data(&root, b"v", -1);
-    case(
-        &ctx,
-        "setData without the version",
-        &request(9, op::SET_DATA, &full[..full.len() - 4]),
-    )
-    .await?;
-    let full = body::path_int(&ctx.p("/x"), -1);
-    case(
-        &ctx,
-        "delete without the version",
-        &request(9, op::DELETE, &full[..full.len() - 4]),
-    )
-    .await?;
+    let create = body::create(&ctx.p("/x"), b"data", &crate::wire::open_acl(), 0, None);
+    let path_watch = body::path_watch(&root, false);
+    let set_data = body::set_data(&root, b"v", -1);
+    let delete = body::path_int(&ctx.p("/x"), -1);
+    // (label, op, body, bytes cut off its end)
+    let cases: [(&str, i32, &[u8], usize); 7] = [
+        (
+            "create cut inside the path",
+            op::CREATE,
+            &create,
+            create.len() - 6,
+        ),
+        ("create without flags", op::CREATE, &create, 4),
+        ("create2 without flags", op::CREATE2, &create, 4),
+        (
+            "getData without the watch flag",
+            op::GET_DATA,
+            &path_watch,
+            1,
+        ),
+        ("exists without the watch flag", op::EXISTS, &path_watch, 1),
+        ("setData without the version", op::SET_DATA, &set_data, 4),
+        ("delete without the version", op::DELETE, &delete, 4),
+    ];
+    for (label, opcode, full, cut) in cases {
+        case(&ctx, label, &request(9, opcode, &full[..full.len() - cut])).await?;
+    }
 
     let mut b = BytesMut::new();
     put_i32(&mut b, 100);
