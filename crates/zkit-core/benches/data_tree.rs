@@ -23,19 +23,7 @@ fn paths() -> Vec<String> {
 /// A core with one connected session and `/bench`.
 fn connected_core() -> Core {
     let mut core = Core::new(Config::default(), NOW);
-    core.connect(
-        NOW,
-        CONN,
-        ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            time_out: 30_000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        },
-        [7; 16],
-    );
+    core.connect(NOW, CONN, ConnectRequest::new_session(30_000), [7; 16]);
     core.handle(NOW, CONN, 1, create("/bench".into()));
     core.ready();
     core

@@ -358,6 +358,22 @@ records! {
     }
 }
 
+impl ConnectRequest {
+    /// The handshake of a client asking for a new session of `time_out` ms, as the Java
+    /// client 3.8 sends it: protocol version 0, no zxid seen, no session id, a zeroed 16-byte
+    /// password, not read-only.
+    pub fn new_session(time_out: i32) -> ConnectRequest {
+        ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        }
+    }
+}
+
 /// One sub-op of multi (14). The op code of each variant is its request's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -519,14 +535,7 @@ mod tests {
     /// A ConnectRequest exactly as the Java client 3.8 sends it for a new session.
     #[test]
     fn connect_request_golden_bytes_from_java_client() {
-        let req = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            time_out: 30_000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        };
+        let req = ConnectRequest::new_session(30_000);
         let mut expected = vec![0, 0, 0, 0]; // protocolVersion
         expected.extend([0; 8]); // lastZxidSeen
         expected.extend([0, 0, 0x75, 0x30]); // timeOut 30000

@@ -337,12 +337,8 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
     let mut storage = WalStorage::open_with(dir, opts.clone())?;
     let mut core = storage.recover_core(Config::default(), now).await?;
     let request = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 30_000,
-        session_id: 0,
-        passwd: vec![0; 16],
         read_only: None,
+        ..ConnectRequest::new_session(30_000)
     };
     core.connect(now, 1, request, [1; 16]);
     let create = |path: String| {

@@ -105,12 +105,8 @@ fn random_request(rng: &mut StdRng) -> Request {
 /// Connects `conn` with a new session.
 fn connect(core: &mut Core, now: i64, conn: u64) {
     let request = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 400,
-        session_id: 0,
-        passwd: vec![0; 16],
         read_only: None,
+        ..ConnectRequest::new_session(400)
     };
     core.connect(now, conn, request, [7; 16]);
 }

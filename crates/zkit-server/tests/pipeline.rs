@@ -284,12 +284,8 @@ async fn a_snapshot_ahead_of_the_log_recovers_and_the_log_continues_after_it() {
     };
     let now = 1_700_000_000_000_i64;
     let connect = zkit_proto::ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 30_000,
-        session_id: 0,
-        passwd: vec![0; 16],
         read_only: None,
+        ..zkit_proto::ConnectRequest::new_session(30_000)
     };
 
     let mut storage = WalStorage::open_with(dir.path(), opts.clone()).unwrap();

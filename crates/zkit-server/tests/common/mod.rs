@@ -16,14 +16,7 @@ pub const WAIT: Duration = Duration::from_secs(10);
 
 /// The ConnectRequest of a new session with a 30 s timeout, as the Java client 3.8 sends it.
 pub fn new_session_request() -> ConnectRequest {
-    ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 30_000,
-        session_id: 0,
-        passwd: vec![0; 16],
-        read_only: Some(false),
-    }
+    ConnectRequest::new_session(30_000)
 }
 
 /// A raw connection.
