@@ -93,6 +93,28 @@ impl EntryHeader {
         })
     }
 
+    /// Reads the header of an encoded entry that should be entry `entry_id` of `ledger_id`.
+    ///
+    /// # Errors
+    /// [`EntryError::Short`] for an entry shorter than a header and the shortest digest,
+    /// [`EntryError::WrongId`] for another entry's header.
+    pub fn parse_expected(
+        entry: &[u8],
+        ledger_id: i64,
+        entry_id: i64,
+    ) -> Result<EntryHeader, EntryError> {
+        let header = EntryHeader::parse(entry).ok_or(EntryError::Short(entry.len()))?;
+        if header.ledger_id != ledger_id || header.entry_id != entry_id {
+            return Err(EntryError::WrongId {
+                ledger: ledger_id,
+                entry: entry_id,
+                got_ledger: header.ledger_id,
+                got_entry: header.entry_id,
+            });
+        }
+        Ok(header)
+    }
+
     fn put(&self, buf: &mut BytesMut) {
         buf.put_i64(self.ledger_id);
         buf.put_i64(self.entry_id);
@@ -221,15 +243,7 @@ impl Digester {
         if entry.len() < ENTRY_HEADER_LEN + dlen {
             return Err(EntryError::Short(entry.len()));
         }
-        let header = EntryHeader::parse(entry).ok_or(EntryError::Short(entry.len()))?;
-        if header.ledger_id != ledger_id || header.entry_id != entry_id {
-            return Err(EntryError::WrongId {
-                ledger: ledger_id,
-                entry: entry_id,
-                got_ledger: header.ledger_id,
-                got_entry: header.entry_id,
-            });
-        }
+        let header = EntryHeader::parse_expected(entry, ledger_id, entry_id)?;
         let payload = entry.slice(ENTRY_HEADER_LEN + dlen..);
         let mut digest = BytesMut::with_capacity(dlen);
         self.digest(&entry[..ENTRY_HEADER_LEN], &payload, &mut digest);

@@ -20,7 +20,7 @@ use zkit_bookie::protocol::entry::{Digester, EntryError, EntryHeader, MasterKey}
 use zkit_bookie::protocol::Status;
 
 use super::layout::LedgerMetadata;
-use super::schedule::{write_set, Answer, Coverage};
+use super::schedule::{write_set_bookies, Answer, Coverage};
 use super::{ClientInner, LedgerError};
 
 /// One entry as read.
@@ -65,15 +65,7 @@ impl Verifier {
                 })
             }
             Verifier::HeaderOnly => {
-                let h = EntryHeader::parse(raw).ok_or(EntryError::Short(raw.len()))?;
-                if h.ledger_id != ledger_id || h.entry_id != entry_id {
-                    return Err(EntryError::WrongId {
-                        ledger: ledger_id,
-                        entry: entry_id,
-                        got_ledger: h.ledger_id,
-                        got_entry: h.entry_id,
-                    });
-                }
+                let h = EntryHeader::parse_expected(raw, ledger_id, entry_id)?;
                 Ok(LedgerEntry {
                     ledger_id,
                     entry_id,
@@ -405,11 +397,11 @@ impl LedgerReader {
     async fn read_one(&self, entry_id: i64) -> Result<LedgerEntry, LedgerError> {
         let replicas = {
             let v = self.view();
-            let ens = v.metadata.ensemble_for(entry_id);
-            write_set(entry_id, ens.len(), v.metadata.write_quorum)
-                .into_iter()
-                .filter_map(|i| ens.get(i).cloned())
-                .collect::<Vec<_>>()
+            write_set_bookies(
+                entry_id,
+                v.metadata.ensemble_for(entry_id),
+                v.metadata.write_quorum,
+            )
         };
         match read_from_replicas(
             &self.inner,
@@ -429,11 +421,8 @@ impl LedgerReader {
                 if now.ensembles == before.ensembles {
                     return Err(read_error(self.ledger_id, entry_id, &errors));
                 }
-                let ens = now.ensemble_for(entry_id);
-                let replicas: Vec<String> = write_set(entry_id, ens.len(), now.write_quorum)
-                    .into_iter()
-                    .filter_map(|i| ens.get(i).cloned())
-                    .collect();
+                let replicas =
+                    write_set_bookies(entry_id, now.ensemble_for(entry_id), now.write_quorum);
                 read_from_replicas(
                     &self.inner,
                     self.ledger_id,

@@ -27,7 +27,7 @@ use zkit_bookie::protocol::Status;
 use super::layout::{LedgerMetadata, LedgerState};
 use super::metadata::{Cas, Version};
 use super::reader::{read_error, read_from_replicas, LedgerEntry, ReplicaError, Verifier};
-use super::schedule::{write_set, Answer, Coverage, RecoveryRead, RecoveryReadState};
+use super::schedule::{write_set_bookies, Answer, Coverage, RecoveryRead, RecoveryReadState};
 use super::writer::{self, Mode, WriterParams};
 use super::{ClientInner, LedgerError};
 
@@ -145,16 +145,15 @@ async fn recovery_read(
     m: &LedgerMetadata,
     verifier: &Verifier,
 ) -> RecoveryRead<LedgerEntry> {
-    let ens = m.ensemble_for(entry_id);
     let mut state = RecoveryReadState::new(m.write_quorum, m.ack_quorum);
-    let mut reads: FuturesUnordered<_> = write_set(entry_id, ens.len(), m.write_quorum)
-        .into_iter()
-        .filter_map(|i| ens.get(i).cloned())
-        .map(|b| async move {
-            let one = [b];
-            read_from_replicas(inner, ledger_id, entry_id, &one, verifier, None).await
-        })
-        .collect();
+    let mut reads: FuturesUnordered<_> =
+        write_set_bookies(entry_id, m.ensemble_for(entry_id), m.write_quorum)
+            .into_iter()
+            .map(|b| async move {
+                let one = [b];
+                read_from_replicas(inner, ledger_id, entry_id, &one, verifier, None).await
+            })
+            .collect();
     while let Some(r) = reads.next().await {
         match r {
             Ok(e) => state.found(e),
@@ -186,11 +185,7 @@ async fn recover_round(
     let start_length = if start < 0 {
         0
     } else {
-        let ens = m.ensemble_for(start);
-        let replicas: Vec<String> = write_set(start, ens.len(), m.write_quorum)
-            .into_iter()
-            .filter_map(|i| ens.get(i).cloned())
-            .collect();
+        let replicas = write_set_bookies(start, m.ensemble_for(start), m.write_quorum);
         read_from_replicas(inner, ledger_id, start, &replicas, verifier, None)
             .await
             .map_err(|e| read_error(ledger_id, start, &e))?

@@ -24,6 +24,14 @@ pub fn write_set(entry_id: i64, ensemble_size: usize, write_quorum: usize) -> Ve
         .collect()
 }
 
+/// The bookies of `ensemble` that entry `entry_id` is written to, in write-set order.
+pub fn write_set_bookies(entry_id: i64, ensemble: &[String], write_quorum: usize) -> Vec<String> {
+    write_set(entry_id, ensemble.len(), write_quorum)
+        .into_iter()
+        .filter_map(|i| ensemble.get(i).cloned())
+        .collect()
+}
+
 /// Is ensemble index `index` in entry `entry_id`'s write set?
 pub fn in_write_set(
     entry_id: i64,
