@@ -447,15 +447,8 @@ impl MetadataStore {
         let mut ids = Vec::new();
         let mut dirs = vec![(self.layout.ur_ledgers(), 0)];
         while let Some((dir, depth)) = dirs.pop() {
-            for c in self.children(&dir).await? {
-                if depth == 4 {
-                    if let Some(id) = layout::ledger_id_of_ur(&c) {
-                        ids.push(id);
-                    }
-                } else {
-                    dirs.push((format!("{dir}/{c}"), depth + 1));
-                }
-            }
+            let children = self.children(&dir).await?;
+            walk_ur_level(&dir, depth, children, &mut ids, &mut dirs);
         }
         ids.sort_unstable();
         Ok(ids)
@@ -491,15 +484,7 @@ impl MetadataStore {
                 .await?;
             let Some((children, w)) = got else { continue };
             watchers.push(w);
-            for c in children {
-                if depth == 4 {
-                    if let Some(id) = layout::ledger_id_of_ur(&c) {
-                        ids.push(id);
-                    }
-                } else {
-                    dirs.push((format!("{dir}/{c}"), depth + 1));
-                }
-            }
+            walk_ur_level(&dir, depth, children, &mut ids, &mut dirs);
         }
         ids.sort_unstable();
         Ok((ids, watchers))
@@ -604,6 +589,26 @@ impl MetadataStore {
             .await?;
         }
         Ok(())
+    }
+}
+
+/// One directory of the under-replicated tree's walk (four hex levels): the ledger ids named
+/// at the last level, the directories below it otherwise.
+fn walk_ur_level(
+    dir: &str,
+    depth: u32,
+    children: Vec<String>,
+    ids: &mut Vec<i64>,
+    dirs: &mut Vec<(String, u32)>,
+) {
+    for c in children {
+        if depth == 4 {
+            if let Some(id) = layout::ledger_id_of_ur(&c) {
+                ids.push(id);
+            }
+        } else {
+            dirs.push((format!("{dir}/{c}"), depth + 1));
+        }
     }
 }
 
