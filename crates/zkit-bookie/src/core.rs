@@ -391,9 +391,9 @@ mod tests {
         assert_eq!(c.add(&big), Err(Status::TooLarge));
     }
 
-    #[test]
-    fn a_deleted_ledger_is_forgotten_and_a_later_add_starts_it_again_with_its_key() {
-        let mut c = BookieCore::new(
+    /// A core recovered with ledger 4: fenced, LAC 7, last entry 8, 9 entries.
+    fn recovered_ledger_4() -> BookieCore {
+        BookieCore::new(
             vec![RecoveredLedger {
                 ledger_id: 4,
                 master_key: master_key(b"pw"),
@@ -403,7 +403,12 @@ mod tests {
                 entries: 9,
             }],
             1024,
-        );
+        )
+    }
+
+    #[test]
+    fn a_deleted_ledger_is_forgotten_and_a_later_add_starts_it_again_with_its_key() {
+        let mut c = recovered_ledger_4();
         assert_eq!(c.delete(4), Some(Record::Delete { ledger_id: 4 }));
         assert_eq!(c.delete(4), None, "already gone");
         assert_eq!(c.check_read(4), Err(Status::NoLedger));
@@ -430,17 +435,7 @@ mod tests {
 
     #[test]
     fn recovered_state_is_durable_state() {
-        let c = BookieCore::new(
-            vec![RecoveredLedger {
-                ledger_id: 4,
-                master_key: master_key(b"pw"),
-                fenced: true,
-                lac: 7,
-                last_entry: 8,
-                entries: 9,
-            }],
-            1024,
-        );
+        let c = recovered_ledger_4();
         let mut c2 = c.clone();
         assert_eq!(c2.fence(4, &master_key(b"pw")), Ok(None));
         assert_eq!(c.entry_count(), 9);

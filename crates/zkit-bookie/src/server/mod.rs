@@ -175,12 +175,7 @@ impl Bookie {
             .data_dir
             .clone()
             .ok_or_else(|| BookieError::Config("no data dir".into()))?;
-        let listener = bind(config.listen).await?;
-        let addr = listener.local_addr().map_err(|source| BookieError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-        let bookie_id = config.bookie_id.clone().unwrap_or_else(|| addr.to_string());
+        let (listener, bookie_id) = bind(&config).await?;
         let ledger_dir = cookie::canonical_dir(&data_dir)?;
         let journal_dir = match &config.journal_dir {
             Some(j) => cookie::canonical_dir(j)?,
@@ -216,12 +211,7 @@ impl Bookie {
         storage: Arc<dyn Storage>,
         registration: Arc<dyn RegistrationManager>,
     ) -> Result<Bookie, BookieError> {
-        let listener = bind(config.listen).await?;
-        let addr = listener.local_addr().map_err(|source| BookieError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-        let bookie_id = config.bookie_id.clone().unwrap_or_else(|| addr.to_string());
+        let (listener, bookie_id) = bind(&config).await?;
         Bookie::start_on(listener, bookie_id, config, storage, registration).await
     }
 
@@ -408,10 +398,20 @@ impl Drop for Bookie {
     }
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, BookieError> {
-    TcpListener::bind(addr)
+/// Binds the configured address; the bookie id is the configured one or the bound address.
+async fn bind(config: &BookieConfig) -> Result<(TcpListener, String), BookieError> {
+    let addr = config.listen;
+    let listener = TcpListener::bind(addr)
         .await
-        .map_err(|source| BookieError::Bind { addr, source })
+        .map_err(|source| BookieError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| BookieError::Bind { addr, source })?;
+    let bookie_id = config
+        .bookie_id
+        .clone()
+        .unwrap_or_else(|| bound.to_string());
+    Ok((listener, bookie_id))
 }
 
 fn check_disk(shared: &Shared) {
