@@ -72,6 +72,7 @@ pub fn tree_digest(tree: &DataTree) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::node_digest;
+    use crate::image::StoredStat;
     use crate::tree::Meta;
 
     /// A node as getData showed it on Apache: (path, data, czxid, mzxid, pzxid, ctime, mtime,
@@ -97,16 +98,18 @@ mod tests {
             let &(path, data, czxid, mzxid, pzxid, ctime, mtime, version, cv, aversion, owner, n) =
                 row;
             let node = Meta {
-                czxid,
-                mzxid,
-                ctime,
-                mtime,
-                version,
-                // Persisted cversion counts child creates: visible = 2 * stored - children.
-                cversion: (cv + n) / 2,
-                aversion,
-                ephemeral_owner: owner,
-                pzxid,
+                stat: StoredStat {
+                    czxid,
+                    mzxid,
+                    ctime,
+                    mtime,
+                    version,
+                    // Persisted cversion counts child creates: visible = 2 * stored - children.
+                    cversion: (cv + n) / 2,
+                    aversion,
+                    ephemeral_owner: owner,
+                    pzxid,
+                },
                 acl: 0,
             };
             sum.wrapping_add(node_digest(path, Some(data), &node))

@@ -336,9 +336,11 @@ impl DataTree {
             ..open_acl().remove(0)
         }]);
         let config = Meta {
+            stat: StoredStat {
+                aversion: -1,
+                ..StoredStat::default()
+            },
             acl: config_acl,
-            aversion: -1,
-            ..Meta::default()
         };
         let hash = tree.hash(CONFIG_PATH);
         tree.insert_unlinked(record::encode(&config, CONFIG_PATH, Some(&[])), hash);
@@ -587,14 +589,16 @@ impl DataTree {
             }
         }
         let meta = Meta {
-            czxid: zxid,
-            mzxid: zxid,
-            ctime: time,
-            mtime: time,
-            pzxid: zxid,
-            ephemeral_owner: owner,
+            stat: StoredStat {
+                czxid: zxid,
+                mzxid: zxid,
+                ctime: time,
+                mtime: time,
+                pzxid: zxid,
+                ephemeral_owner: owner,
+                ..StoredStat::default()
+            },
             acl: self.acls.intern(acl),
-            ..Meta::default()
         };
         let stat = stat_of(&meta, data.map_or(0, <[u8]>::len), 0, self.extended_types);
         let id = self.insert_unlinked(record::encode(&meta, path, data), hash);
@@ -779,15 +783,7 @@ impl DataTree {
             return Err(format!("duplicate path {p}"));
         }
         let meta = Meta {
-            czxid: stored.czxid,
-            mzxid: stored.mzxid,
-            ctime: stored.ctime,
-            mtime: stored.mtime,
-            version: stored.version,
-            cversion: stored.cversion,
-            aversion: stored.aversion,
-            ephemeral_owner: stored.ephemeral_owner,
-            pzxid: stored.pzxid,
+            stat: *stored,
             acl: self.acls.intern(acl),
         };
         self.insert_unlinked(record::encode(&meta, p, data), hash);

@@ -23,6 +23,8 @@
 
 use std::sync::Arc;
 
+use super::stored::StoredStat;
+
 /// Bit 7 of the flags: the data is null (not merely empty).
 const NULL_DATA: u8 = 0x80;
 /// Length of the fields every record has: flags, czxid, ctime, acl, path_len.
@@ -32,29 +34,28 @@ const MAX_HEADER: usize = FIXED + 8 * 4 + 4 * 3;
 /// Sizes of the optional fields, in flag-bit order.
 const OPTIONAL: [usize; 7] = [8, 8, 8, 4, 4, 4, 8];
 
-/// The stored stat of a node and its interned ACL id.
+/// The stored stat of a node and its interned ACL id. The stat's fields read and write as
+/// `meta.czxid`, `meta.version`, ….
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Meta {
-    /// Creating zxid.
-    pub czxid: i64,
-    /// Last data-modifying zxid.
-    pub mzxid: i64,
-    /// Creation time.
-    pub ctime: i64,
-    /// Last data modification time.
-    pub mtime: i64,
-    /// Data version.
-    pub version: i32,
-    /// Stored cversion (child creates).
-    pub cversion: i32,
-    /// ACL version.
-    pub aversion: i32,
-    /// Raw ephemeralOwner.
-    pub ephemeral_owner: i64,
-    /// Last child create/delete zxid.
-    pub pzxid: i64,
+    /// The stat as a snapshot stores it.
+    pub stat: StoredStat,
     /// Id in the tree's ACL table.
     pub acl: u32,
+}
+
+impl std::ops::Deref for Meta {
+    type Target = StoredStat;
+
+    fn deref(&self) -> &StoredStat {
+        &self.stat
+    }
+}
+
+impl std::ops::DerefMut for Meta {
+    fn deref_mut(&mut self) -> &mut StoredStat {
+        &mut self.stat
+    }
 }
 
 impl Meta {
@@ -184,13 +185,15 @@ fn layout_and_meta(b: &[u8]) -> (Layout, Meta) {
     let czxid = be_i64(b, 1);
     let ctime = be_i64(b, 9);
     let mut meta = Meta {
-        czxid,
-        mzxid: czxid,
-        ctime,
-        mtime: ctime,
-        pzxid: czxid,
+        stat: StoredStat {
+            czxid,
+            mzxid: czxid,
+            ctime,
+            mtime: ctime,
+            pzxid: czxid,
+            ..StoredStat::default()
+        },
         acl: be_u32(b, 17),
-        ..Meta::default()
     };
     let path_len = be_u32(b, 21) as usize;
     let mut at = FIXED;
@@ -273,26 +276,31 @@ mod tests {
     #[test]
     fn round_trip_with_and_without_optional_fields() {
         let fresh = Meta {
-            czxid: 7,
-            mzxid: 7,
-            ctime: 100,
-            mtime: 100,
-            pzxid: 7,
+            stat: StoredStat {
+                czxid: 7,
+                mzxid: 7,
+                ctime: 100,
+                mtime: 100,
+                pzxid: 7,
+                ..StoredStat::default()
+            },
             acl: 3,
-            ..Meta::default()
         };
         let rec = encode(&fresh, "/a/b", Some(b"xyz"));
         assert_eq!(rec.len(), FIXED + 4 + 3);
         assert_eq!(parts(&rec), ("/a/b", Some(&b"xyz"[..]), fresh));
         assert_eq!(check(&rec), Ok(()));
         let busy = Meta {
-            mzxid: 9,
-            mtime: -5,
-            pzxid: 11,
-            version: -1,
-            cversion: 4,
-            aversion: i32::MIN,
-            ephemeral_owner: i64::MIN,
+            stat: StoredStat {
+                mzxid: 9,
+                mtime: -5,
+                pzxid: 11,
+                version: -1,
+                cversion: 4,
+                aversion: i32::MIN,
+                ephemeral_owner: i64::MIN,
+                ..fresh.stat
+            },
             ..fresh
         };
         let mut rec2 = rec.clone();
@@ -309,17 +317,23 @@ mod tests {
     #[test]
     fn in_place_update_when_unique() {
         let m = Meta {
-            cversion: 1,
-            pzxid: 2,
-            ..Meta::default()
+            stat: StoredStat {
+                cversion: 1,
+                pzxid: 2,
+                ..StoredStat::default()
+            },
+            acl: 0,
         };
         let mut rec = encode(&m, "/p", Some(&[1; 64]));
         let before = rec.as_ptr();
         set_meta(
             &mut rec,
             &Meta {
-                cversion: 2,
-                pzxid: 3,
+                stat: StoredStat {
+                    cversion: 2,
+                    pzxid: 3,
+                    ..m.stat
+                },
                 ..m
             },
         );
