@@ -135,11 +135,20 @@ impl Queue {
     /// An item is only taken by the delete; a cancelled `take` either returned nothing and
     /// took nothing, or was cancelled while its delete was in flight (the item may be gone).
     pub async fn take(&self) -> Result<Item> {
+        self.until_some(|| self.try_take(true)).await
+    }
+
+    /// Runs `attempt` (which sets a watch) until it finds something, waiting after each
+    /// empty attempt for its watch to fire or the session's state to change.
+    async fn until_some<T, F>(&self, mut attempt: impl FnMut() -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<(Option<T>, Option<zk::OneshotWatcher>)>>,
+    {
         let mut state: watch::Receiver<SessionEvent> = self.session.watch_state();
         loop {
-            let (item, watcher) = self.try_take(true).await?;
-            if let Some(item) = item {
-                return Ok(item);
+            let (found, watcher) = attempt().await?;
+            if let Some(found) = found {
+                return Ok(found);
             }
             if let Some(watcher) = watcher {
                 tokio::select! {
@@ -224,19 +233,7 @@ impl Queue {
     /// Not cancel-safe: a `claim` cancelled after its claim node was created leaves that node
     /// until the session ends, and the item is not delivered to anyone before that.
     pub async fn claim(&self) -> Result<Claim> {
-        let mut state: watch::Receiver<SessionEvent> = self.session.watch_state();
-        loop {
-            let (claim, watcher) = self.try_claim_inner(true).await?;
-            if let Some(claim) = claim {
-                return Ok(claim);
-            }
-            if let Some(watcher) = watcher {
-                tokio::select! {
-                    _ = watcher.changed() => {}
-                    changed = state.changed() => changed.map_err(|_| Error::Closed)?,
-                }
-            }
-        }
+        self.until_some(|| self.try_claim_inner(true)).await
     }
 
     async fn try_claim_inner(
