@@ -56,24 +56,27 @@ fn cpu_per_op(f: &ServerFigures, i: usize) -> Option<f64> {
     (r.completed > 0).then(|| cpu.as_secs_f64() * 1e6 / r.completed as f64)
 }
 
+fn p50(r: &LoadReport) -> u64 {
+    r.p50_us
+}
+
+fn p99(r: &LoadReport) -> u64 {
+    r.p99_us
+}
+
 pub(super) fn rows(z: &ServerFigures, a: &ServerFigures) -> Vec<Row> {
     let us = |v: u64| Some(v as f64 / 1000.0);
     let mut rows = Vec::new();
     let mut lat = |name: &str, zr: &Option<LoadReport>, ar: &Option<LoadReport>| {
-        rows.push(Row {
-            workload: name.into(),
-            metric: "p50",
-            zkit: zr.as_ref().and_then(|r| us(r.p50_us)),
-            apache: ar.as_ref().and_then(|r| us(r.p50_us)),
-            unit: Unit::Millis,
-        });
-        rows.push(Row {
-            workload: name.into(),
-            metric: "p99",
-            zkit: zr.as_ref().and_then(|r| us(r.p99_us)),
-            apache: ar.as_ref().and_then(|r| us(r.p99_us)),
-            unit: Unit::Millis,
-        });
+        for (metric, at) in [("p50", p50 as fn(&LoadReport) -> u64), ("p99", p99)] {
+            rows.push(Row {
+                workload: name.into(),
+                metric,
+                zkit: zr.as_ref().and_then(|r| us(at(r))),
+                apache: ar.as_ref().and_then(|r| us(at(r))),
+                unit: Unit::Millis,
+            });
+        }
     };
     lat("sync exists (RTT), 1 session", &z.rtt, &a.rtt);
     lat("sync set, 1 session", &z.sync_write, &a.sync_write);
