@@ -403,16 +403,7 @@ impl LedgerReader {
                 v.metadata.write_quorum,
             )
         };
-        match read_from_replicas(
-            &self.inner,
-            self.ledger_id,
-            entry_id,
-            &replicas,
-            &self.verifier,
-            None,
-        )
-        .await
-        {
+        match self.read_replicas(entry_id, &replicas).await {
             Ok(e) => Ok(e),
             Err(errors) if !self.is_closed() => {
                 // An ensemble change this reader has not seen may have moved the entry.
@@ -423,19 +414,29 @@ impl LedgerReader {
                 }
                 let replicas =
                     write_set_bookies(entry_id, now.ensemble_for(entry_id), now.write_quorum);
-                read_from_replicas(
-                    &self.inner,
-                    self.ledger_id,
-                    entry_id,
-                    &replicas,
-                    &self.verifier,
-                    None,
-                )
-                .await
-                .map_err(|e| read_error(self.ledger_id, entry_id, &e))
+                self.read_replicas(entry_id, &replicas)
+                    .await
+                    .map_err(|e| read_error(self.ledger_id, entry_id, &e))
             }
             Err(errors) => Err(read_error(self.ledger_id, entry_id, &errors)),
         }
+    }
+
+    /// Reads `entry_id` of this ledger from `replicas`, in order (speculatively).
+    async fn read_replicas(
+        &self,
+        entry_id: i64,
+        replicas: &[String],
+    ) -> Result<LedgerEntry, Vec<(String, ReplicaError)>> {
+        read_from_replicas(
+            &self.inner,
+            self.ledger_id,
+            entry_id,
+            replicas,
+            &self.verifier,
+            None,
+        )
+        .await
     }
 
     /// Checks `first..=last` against what may be read now, refreshing the LAC once for an
