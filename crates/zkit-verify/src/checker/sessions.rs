@@ -581,17 +581,7 @@ pub fn examples() -> Vec<Example> {
     b.seq(2, i, o);
     let (i, o) = observe(Some(7));
     b.seq(3, i, o);
-    b.seq(
-        1,
-        Op::SessionExpired {
-            client: 0,
-            session: 7,
-        },
-        Op::SessionExpired {
-            client: 0,
-            session: 7,
-        },
-    );
+    expire(&mut b);
     let (i, o) = observe(None);
     b.seq(3, i, o);
     out.push(("monotonic, ephemeral gone", c(), b.build(), true));
@@ -604,17 +594,7 @@ pub fn examples() -> Vec<Example> {
     out.push(("read goes back", c(), b.build(), false));
 
     let mut b = HistoryBuilder::new();
-    b.seq(
-        1,
-        Op::SessionExpired {
-            client: 0,
-            session: 7,
-        },
-        Op::SessionExpired {
-            client: 0,
-            session: 7,
-        },
-    );
+    expire(&mut b);
     let (i, o) = observe(Some(7));
     b.seq(3, i, o);
     out.push(("ephemeral after expiry", c(), b.build(), false));
