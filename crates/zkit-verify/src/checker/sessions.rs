@@ -25,7 +25,10 @@
 //! - **No session outlives its timeout after a partition**: if a client's link was cut (its
 //!   proxy black-holed) for longer than the session timeout plus a grace (the server's tick and
 //!   scheduling), the server must have expired the session by `cut + timeout + grace`: an
-//!   observer read invoked after that must not show its ephemeral.
+//!   observer read invoked after that must not show its ephemeral. On an ensemble, only for a
+//!   cut that came after a write committed past the last member fault (so the leader that
+//!   expires the session was in place), with no member fault from the cut to the read, and
+//!   with the stale-read window added.
 //!
 //! Partitions are the history's fault events named `partition` with a `client`.
 
@@ -165,10 +168,10 @@ impl Checker for SessionChecker {
 
         // Ephemerals gone once the expiry was observed.
         let member_faults = member_fault_windows(history);
+        let writes = QuorumWrites::new(&ops);
         if self.stale_read_ms == 0 {
             check_gone_at_expiry(&mut report, &observations, &expired);
         } else {
-            let writes = QuorumWrites::new(&ops);
             self.check_gone_after_quorum(
                 &mut report,
                 &observations,
@@ -214,6 +217,16 @@ impl Checker for SessionChecker {
                 if end <= deadline {
                     continue; // a short cut: the session may survive
                 }
+                // On an ensemble the leader that would expire the session must have been in
+                // place before the cut: a write after the last member fault committed before it
+                // (a member fault's End is when it healed, not when a new leader took over).
+                if self.stale_read_ms > 0
+                    && !quiet_since(&member_faults, start_index)
+                        .and_then(|l| writes.first_after(l))
+                        .is_some_and(|(write_end, _)| write_end < start_index)
+                {
+                    continue;
+                }
                 let deadline = deadline + self.stale_read_ms * 1_000_000;
                 for obs in &observations {
                     let Op::ObserveEphemeral {
@@ -224,8 +237,8 @@ impl Checker for SessionChecker {
                     else {
                         continue;
                     };
-                    // On an ensemble a member fault in between may hold the expiry back (see
-                    // `check_gone_after_quorum`).
+                    // On an ensemble a member fault after the cut may hold the expiry back
+                    // (see `check_gone_after_quorum`).
                     if self.stale_read_ms > 0
                         && !quiet_since(&member_faults, obs.invoke_index)
                             .is_some_and(|l| l < start_index)
@@ -679,6 +692,34 @@ pub fn examples() -> Vec<Example> {
             "ensemble: another observer session still sees the ephemeral"
         } else {
             "ensemble: an observer session sees the ephemeral back"
+        };
+        out.push((name, windowed(), b.build(), good));
+    }
+
+    // On an ensemble, a client cut off for longer than its timeout (1 ms here): its
+    // ephemeral must be gone 101 ms after the cut if a write committed after the last member
+    // fault and before the cut; without that write the leader may have taken over after the
+    // cut, with a fresh timeout, and the session survive.
+    for (write_before_cut, good) in [(true, false), (false, true)] {
+        let mut b = HistoryBuilder::new();
+        let (i, o) = start(0, 7, 1);
+        b.seq(1, i, o);
+        b.fault(FaultPhase::Start, "pause-member Leader 6000ms", None);
+        b.fault(FaultPhase::End, "pause-member Leader 6000ms", None);
+        if write_before_cut {
+            let (i, o) = write(8, 5);
+            b.seq(2, i, o);
+        }
+        b.fault(FaultPhase::Start, "partition", Some(0));
+        b.pass(5 * 1_000_000);
+        b.fault(FaultPhase::End, "partition", Some(0));
+        b.pass(150 * 1_000_000);
+        let (i, o) = observe(Some(7));
+        b.seq(3, i, o);
+        let name = if good {
+            "ensemble: a cut right after a member fault may outlive its timeout"
+        } else {
+            "ensemble: a session outlives a long partition"
         };
         out.push((name, windowed(), b.build(), good));
     }
