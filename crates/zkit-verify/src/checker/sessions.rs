@@ -282,28 +282,14 @@ impl SessionChecker {
         writes: &QuorumWrites,
         member_faults: &[(usize, usize)],
     ) {
-        for obs in observations {
-            let Op::ObserveEphemeral {
-                path,
-                owner: Some(owner),
-                ..
-            } = obs.op()
-            else {
-                continue;
-            };
-            let Some(&(seen_at, _)) = expired.get(owner) else {
-                continue;
-            };
-            if obs.invoke_index <= seen_at {
-                continue;
-            }
+        for (obs, path, owner, seen_at) in seen_after_expiry(observations, expired) {
             let Some(quiet) = quiet_since(member_faults, obs.invoke_index) else {
                 continue; // a member fault is under way
             };
             let Some((write_end_index, q)) = writes.first_after(seen_at.max(quiet)) else {
                 continue;
             };
-            let timeout_ms = sessions.get(owner).map_or(0, |i| i.timeout_ms);
+            let timeout_ms = sessions.get(&owner).map_or(0, |i| i.timeout_ms);
             let deadline =
                 q.saturating_add((timeout_ms + self.grace_ms + self.stale_read_ms) * 1_000_000);
             if obs.invoke_time > deadline {
@@ -330,27 +316,35 @@ fn check_gone_at_expiry(
     observations: &[&Operation],
     expired: &HashMap<i64, (usize, u64)>,
 ) {
-    for obs in observations {
+    for (obs, path, owner, seen_at) in seen_after_expiry(observations, expired) {
+        report.violation(
+            format!(
+                "ephemeral {path} of session {owner:#x} still exists after the session's expiry \
+                 was observed"
+            ),
+            vec![seen_at, obs.invoke_index, obs.end_index()],
+        );
+    }
+}
+
+/// The observations that show an ephemeral of a session whose expiry was observed before they
+/// were invoked: (the observation, its path, the owner, the expiry's event index).
+fn seen_after_expiry<'a>(
+    observations: &'a [&'a Operation],
+    expired: &'a HashMap<i64, (usize, u64)>,
+) -> impl Iterator<Item = (&'a Operation, &'a str, i64, usize)> + 'a {
+    observations.iter().filter_map(move |obs| {
         let Op::ObserveEphemeral {
             path,
             owner: Some(owner),
             ..
         } = obs.op()
         else {
-            continue;
+            return None;
         };
-        if let Some(&(seen_at, _)) = expired.get(owner) {
-            if obs.invoke_index > seen_at {
-                report.violation(
-                    format!(
-                        "ephemeral {path} of session {owner:#x} still exists after the \
-                         session's expiry was observed"
-                    ),
-                    vec![seen_at, obs.invoke_index, obs.end_index()],
-                );
-            }
-        }
-    }
+        let &(seen_at, _) = expired.get(owner)?;
+        (obs.invoke_index > seen_at).then_some((*obs, path.as_str(), *owner, seen_at))
+    })
 }
 
 /// Within one observer session, an ephemeral whose session's expiry was observed, once seen
