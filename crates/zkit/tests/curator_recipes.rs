@@ -171,6 +171,14 @@ public class CuratorRecipes {
                 if (System.currentTimeMillis() > end) throw new IllegalStateException("no shard");
                 Thread.sleep(20);
             }
+            // QueueSharder counts a new shard once it is in its map, before queue.start()
+            // has created the shard's node: a put into it could meet NoNode until then.
+            for (String p : s.getQueuePaths()) {
+                while (client.checkExists().forPath(p) == null) {
+                    if (System.currentTimeMillis() > end) throw new IllegalStateException("no node " + p);
+                    Thread.sleep(20);
+                }
+            }
             for (int i = 3; i < 6; i++) s.getQueue().put("j" + i);
             for (String p : new TreeSet<>(s.getQueuePaths())) System.out.println(p);
             System.out.println("put");
