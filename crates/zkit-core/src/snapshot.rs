@@ -8,9 +8,9 @@
 //! fresh deadline on the first tick, as Apache re-arms them on start-up).
 //!
 //! Taking a snapshot is split so that the state machine stops only for the cheap part: the
-//! capture shares the tree's node records (a reference-count bump each; the tree copies a
-//! record it mutates while a capture holds it), and the capture is serialized later, on any
-//! thread, straight into a writer.
+//! capture shares the tree's node records (a reference-count bump per chunk of 1,024; the tree
+//! copies a chunk and a record it mutates while a capture holds them), and the capture is
+//! serialized later, on any thread, straight into a writer.
 //!
 //! ```text
 //! magic "ZKSN" | version i32 = 2 | last_zxid i64
@@ -69,8 +69,8 @@ fn len_i32(n: usize) -> io::Result<i32> {
 }
 
 impl SnapshotCapture {
-    /// A capture of a state: a reference-count bump per node plus a copy of the ACL table and
-    /// of the sessions.
+    /// A capture of a state: a reference-count bump per chunk of 1,024 nodes plus a copy of
+    /// the ACL table and of the sessions.
     pub(crate) fn new(
         last_zxid: i64,
         tree: &DataTree,
@@ -123,7 +123,7 @@ impl SnapshotCapture {
         }
         put_i32(&mut buf, len_i32(self.tree.count)?);
         let mut nodes = 0usize;
-        for rec in self.tree.records.iter().flatten() {
+        for rec in self.tree.records.records() {
             put_i32(&mut buf, len_i32(rec.len())?);
             buf.extend_from_slice(rec);
             nodes += 1;

@@ -16,11 +16,14 @@
 //! - children as a hash set of ids per parent (outside the records: a child create or delete
 //!   never copies a sibling list, and deleting one of a million children is O(1));
 //! - ACL lists interned in an [`AclTable`] with reference counts;
-//! - a [`Capture`] of the tree is a clone of the arena (reference-count bumps), after which a
-//!   mutation copies only the record it touches (`Arc` copy-on-write).
+//! - a [`Capture`] of the tree is a clone of the arena, which is kept in shared chunks of
+//!   1,024 slots: a reference-count bump per chunk. A mutation then copies the chunk it lands
+//!   in (once per chunk while the capture lives) and the record it touches (`Arc`
+//!   copy-on-write).
 
 mod index;
 mod record;
+mod slots;
 pub(crate) mod stored;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -35,6 +38,7 @@ use crate::path::{self, CONFIG_PATH, PROC_PATH, QUOTA_PATH};
 use index::{index_hash, index_tag, IndexEntry};
 pub use record::Meta;
 use record::Record;
+use slots::Slots;
 use stored::StoredStat;
 
 /// The tree's hasher: foldhash with a fixed seed ([`Config::hash_seed`]), so that the tree
@@ -109,7 +113,7 @@ pub struct Node<'a> {
     data: Option<&'a [u8]>,
     acl: &'a Arc<[Acl]>,
     children: Option<&'a ChildSet>,
-    slots: &'a [Option<Record>],
+    slots: &'a Slots,
 }
 
 impl std::fmt::Debug for Node<'_> {
@@ -220,29 +224,18 @@ fn id_hash(id: u32) -> u64 {
 }
 
 /// The path of the node in slot `id` ("" for a free slot, which no index entry points to).
-fn slot_path(slots: &[Option<Record>], id: u32) -> &str {
-    match slots.get(id as usize) {
-        Some(Some(rec)) => record::path(rec),
-        _ => "",
-    }
+fn slot_path(slots: &Slots, id: u32) -> &str {
+    slots.get(id).map_or("", |rec| record::path(rec))
 }
 
 /// The path bytes of the node in slot `id`: what the index hashes and compares.
-fn slot_key(slots: &[Option<Record>], id: u32) -> &[u8] {
-    match slots.get(id as usize) {
-        Some(Some(rec)) => record::path_bytes(rec),
-        _ => b"",
-    }
+fn slot_key(slots: &Slots, id: u32) -> &[u8] {
+    slots.get(id).map_or(b"", |rec| record::path_bytes(rec))
 }
 
 /// The path index lookup, as a function of the fields it needs (so callers can hold other
 /// fields mutably). `hash` is [`DataTree::hash`] of `path`.
-fn lookup(
-    index: &HashTable<IndexEntry>,
-    slots: &[Option<Record>],
-    hash: u64,
-    path: &[u8],
-) -> Option<u32> {
+fn lookup(index: &HashTable<IndexEntry>, slots: &Slots, hash: u64, path: &[u8]) -> Option<u32> {
     index
         .find(hash, |e| slot_key(slots, e.id) == path)
         .map(|e| e.id)
@@ -255,12 +248,13 @@ fn parent_bytes(p: &[u8]) -> Option<&[u8]> {
 }
 
 /// A point-in-time copy of the tree for a snapshot: the records (shared with the tree) and
-/// the ACL lists. Taking one costs a reference-count increment per node; it is `Send` and
-/// `'static`, so it can be written out on another thread while the tree moves on.
+/// the ACL lists. Taking one costs a reference-count increment per chunk of 1,024 nodes; it
+/// is `Send` and `'static`, so it can be written out on another thread while the tree moves
+/// on.
 #[derive(Clone)]
 pub struct Capture {
-    /// Records by node id (free slots are `None`).
-    pub(crate) records: Vec<Option<Arc<[u8]>>>,
+    /// Records by node id (free slots are `None`), sharing the tree's chunks.
+    pub(crate) records: Slots,
     /// The ACL table: (id, list).
     pub(crate) acls: Vec<(u32, Arc<[Acl]>)>,
     /// Live nodes.
@@ -280,7 +274,7 @@ impl std::fmt::Debug for Capture {
 /// The tree and its indexes.
 pub struct DataTree {
     /// Node records by id; `None` is a free id (listed in `free`).
-    slots: Vec<Option<Record>>,
+    slots: Slots,
     free: Vec<u32>,
     /// Path → id, hashed by `hasher` over the path inside the record (see [`IndexEntry`]).
     index: HashTable<IndexEntry>,
@@ -368,7 +362,7 @@ impl DataTree {
     }
 
     fn node_at(&self, id: u32) -> Option<Node<'_>> {
-        let rec = self.slots.get(id as usize)?.as_ref()?;
+        let rec = self.slots.get(id)?;
         let (path, data, meta) = record::parts(rec);
         Some(Node {
             meta,
@@ -511,15 +505,13 @@ impl DataTree {
         .then(|| path.to_owned());
         let id = match self.free.pop() {
             Some(id) => {
-                self.slots[id as usize] = Some(rec);
+                if let Some(slot) = self.slots.get_mut(id) {
+                    *slot = Some(rec);
+                }
                 id
             }
-            None => {
-                // 4 billion nodes do not fit in memory: the arena never gets there.
-                let id = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
-                self.slots.push(Some(rec));
-                id
-            }
+            // 4 billion nodes do not fit in memory: the arena never gets there.
+            None => self.slots.push(rec),
         };
         self.index
             .insert_unique(hash, IndexEntry { id, tag }, |e| index_hash(e.tag));
@@ -580,7 +572,7 @@ impl DataTree {
         }
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
         let parent = self.find(parent_path).ok_or(ErrorCode::NoNode)?;
-        if let Some(Some(prec)) = self.slots.get_mut(parent as usize) {
+        if let Some(Some(prec)) = self.slots.get_mut(parent) {
             let mut pm = record::meta(prec);
             if parent_cversion > pm.cversion {
                 pm.cversion = parent_cversion;
@@ -623,7 +615,7 @@ impl DataTree {
             entry.remove();
         }
         self.children.remove(&id);
-        let Some(rec) = self.slots.get_mut(id as usize).and_then(Option::take) else {
+        let Some(rec) = self.slots.get_mut(id).and_then(Option::take) else {
             return Ok(());
         };
         self.free.push(id);
@@ -642,7 +634,7 @@ impl DataTree {
                     self.children.remove(&parent);
                 }
             }
-            if let Some(Some(prec)) = self.slots.get_mut(parent as usize) {
+            if let Some(Some(prec)) = self.slots.get_mut(parent) {
                 let mut pm = record::meta(prec);
                 // Only move pzxid forward (Apache: a higher pzxid from a create must win).
                 if zxid > pm.pzxid {
@@ -665,7 +657,7 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         let id = self.find(path).ok_or(ErrorCode::NoNode)?;
         let children = self.children.get(&id).map_or(0, HashTable::len);
-        let Some(Some(rec)) = self.slots.get_mut(id as usize) else {
+        let Some(Some(rec)) = self.slots.get_mut(id) else {
             return Err(ErrorCode::NoNode);
         };
         let (_, old, mut meta) = record::parts(rec);
@@ -683,7 +675,7 @@ impl DataTree {
     pub fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
         let id = self.find(path).ok_or(ErrorCode::NoNode)?;
         let children = self.children.get(&id).map_or(0, HashTable::len);
-        let Some(Some(rec)) = self.slots.get_mut(id as usize) else {
+        let Some(Some(rec)) = self.slots.get_mut(id) else {
             return Err(ErrorCode::NoNode);
         };
         let (_, data, mut meta) = record::parts(rec);
@@ -711,7 +703,7 @@ impl DataTree {
     pub(crate) fn empty(extended_types: bool, hash_seed: u64) -> DataTree {
         let hasher = TreeHasher::with_seed(hash_seed);
         DataTree {
-            slots: Vec::new(),
+            slots: Slots::default(),
             free: Vec::new(),
             index: HashTable::new(),
             children: HashMap::with_hasher(hasher.clone()),
