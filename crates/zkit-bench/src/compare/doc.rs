@@ -96,7 +96,9 @@ pub(super) fn performance_doc(d: &PerformanceDoc<'_>) -> String {
          missing node (the loopback round trip through the server), `setData` (a durable write) \
          and `getData` of {v} bytes.\n\
          2. Pipelined, {sess} sessions × {inf} requests in flight, {sec}s each: create, get, set \
-         and mixed:90 (90 % getData, 10 % setData) over 1,000 nodes of {v} bytes.\n\
+         and mixed:90 (90 % getData, 10 % setData) over 1,000 nodes of {v} bytes; then \
+         `zkit bench lock` with one client for {sync}s (acquire and release of one lock: an \
+         ephemeral sequential create, a getChildren and a delete per cycle).\n\
          3. Fixed offered load: mixed:90 at half the slower server's closed-loop mixed:90 \
          rate, latency counted from each request's scheduled send time.\n\
          4. Memory: {nodes} znodes of {v} bytes (RSS from /proc/PID/status, data dir as \

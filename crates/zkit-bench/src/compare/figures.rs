@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::load::LoadReport;
+use crate::load::{LoadReport, LockRow};
 
 /// Sizes of one compare run.
 #[derive(Debug, Clone)]
@@ -25,6 +25,8 @@ pub(super) struct ServerFigures {
     pub(super) pipelined: Vec<LoadReport>,
     /// The server's CPU time (user + system) during each of `pipelined`, in the same order.
     pub(super) pipelined_cpu: Vec<Option<Duration>>,
+    /// `zkit bench lock`, one client: acquire+release cycles of one lock.
+    pub(super) lock: Option<LockRow>,
     pub(super) phase1_rss: Option<u64>,
     pub(super) phase1_cpu: Option<Duration>,
     pub(super) rated: Option<LoadReport>,

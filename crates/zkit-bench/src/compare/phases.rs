@@ -16,7 +16,7 @@ use super::harness::ensure_path;
 use super::machine::mib;
 use crate::bench_common::spawn_progress;
 use crate::bench_common::{connect, pipelined};
-use crate::load::{run_load, LoadReport, LoadSpec, OpMix};
+use crate::load::{run_load, run_lock, LoadReport, LoadSpec, OpMix};
 use crate::servers::{disk_usage, RunningServer};
 
 pub(super) fn load_spec(
@@ -83,6 +83,25 @@ pub(super) async fn phase_one(
         let cpu = server.cpu().zip(before).map(|(b, a)| b.saturating_sub(a));
         figures.pipelined.push(report(r, server, "pipelined"));
         figures.pipelined_cpu.push(cpu);
+    }
+    // One client's lock cycles: a create, a getChildren and a delete per cycle, the create
+    // durable, so about one round trip and one fdatasync each.
+    let lock = run_lock(
+        zkit,
+        server.addr(),
+        "/zkit-bench-lock",
+        &[1],
+        sizes.sync_seconds,
+        "background",
+    )
+    .await?;
+    if let Some(row) = lock.into_iter().next() {
+        eprintln!(
+            "  {} lock, 1 client: {:.0} cycles/s",
+            server.which.name(),
+            row.rate
+        );
+        figures.lock = Some(row);
     }
     figures.phase1_rss = server.rss();
     figures.phase1_cpu = server.cpu().zip(cpu0).map(|(b, a)| b.saturating_sub(a));

@@ -121,6 +121,12 @@ pub(super) fn rows(z: &ServerFigures, a: &ServerFigures) -> Vec<Row> {
         unit,
     };
     rows.push(both(
+        "`zkit bench lock`, 1 client".into(),
+        "acquire+release",
+        Unit::OpsPerSec,
+        |f| f.lock.map(|l| l.rate),
+    ));
+    rows.push(both(
         "after the above".into(),
         "server CPU time",
         Unit::Seconds,
@@ -217,6 +223,10 @@ pub(super) fn table(rows: &[Row]) -> String {
     out
 }
 
+/// Lock cycles per second one client must reach on zkit serve: a cycle is about one round trip
+/// and one fdatasync, ~9,000/s on the disk of the machine these figures are taken on.
+const LOCK_TARGET: u32 = 5_000;
+
 /// The performance targets: (description, held?, the figures behind it).
 pub(super) fn targets(
     z: &ServerFigures,
@@ -287,6 +297,13 @@ pub(super) fn targets(
         rss.map(|r| r <= 0.15),
         rss.map_or("no Apache figure".into(), |r| format!("{r:.2} ×")),
     ));
+    if let Some(lock) = &z.lock {
+        out.push((
+            format!("`zkit bench lock` on zkit serve, 1 client ≥ {LOCK_TARGET} cycles/s"),
+            Some(lock.rate >= f64::from(LOCK_TARGET)),
+            format!("{:.0} cycles/s", lock.rate),
+        ));
+    }
     if let (Some(w), Some(rtt)) = (&z.sync_write, &z.rtt) {
         let bound = rtt.p50_us as f64 + fdatasync.as_micros() as f64 + 50.0;
         out.push((
@@ -307,6 +324,7 @@ pub(super) fn targets(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::LockRow;
 
     #[test]
     fn ratios_and_targets() {
@@ -336,6 +354,13 @@ mod tests {
             pipelined_cpu: vec![cpu(5), cpu(30)],
             rtt: Some(report(OpMix::Exists, 1.0, 100, 100)),
             sync_write: Some(report(OpMix::Set, 1.0, 1100, 1100)),
+            lock: Some(LockRow {
+                clients: 1,
+                cycles: 4999,
+                rate: 4999.0,
+                p50: Duration::from_micros(150),
+                p99: Duration::from_micros(300),
+            }),
             ..ServerFigures::default()
         };
         let a = ServerFigures {
@@ -366,11 +391,20 @@ mod tests {
         assert_eq!(cpu_per_op(&z, 2), None);
         // 1.1 ms ≤ 0.1 + 1.0 + 0.05 ms holds; 1.2 ms would not.
         assert_eq!(held("sync write"), Some(Some(true)));
+        assert_eq!(held("`zkit bench lock`"), Some(Some(false)));
+        assert_eq!(shown("`zkit bench lock`").as_deref(), Some("4999 cycles/s"));
         let slower = ServerFigures {
             sync_write: Some(report(OpMix::Set, 1.0, 1200, 1200)),
+            lock: z.lock.map(|l| LockRow { rate: 5000.0, ..l }),
             ..z.clone()
         };
         let t = targets(&slower, &a, Duration::from_micros(1000));
+        assert_eq!(
+            t.iter()
+                .find(|x| x.0.starts_with("`zkit bench lock`"))
+                .map(|x| x.1),
+            Some(Some(true))
+        );
         assert_eq!(
             t.iter()
                 .find(|x| x.0.starts_with("sync write"))
