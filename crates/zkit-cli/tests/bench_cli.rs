@@ -114,3 +114,83 @@ async fn bench_server_defaults_fit_the_default_connection_limit() {
     );
     server.stop().await;
 }
+
+/// The names `zkit ls` prints under `path`.
+async fn children(server: &str, path: &str) -> Vec<String> {
+    let (code, out, err) = zkit(server, &["ls", path]).await;
+    assert_eq!(code, 0, "{err}");
+    out.split_whitespace().map(str::to_owned).collect()
+}
+
+/// The JSON object `zkit bench server --json` printed.
+fn report(out: &str) -> serde_json::Value {
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_server_max_nodes_fills_or_holds_the_tree() {
+    let server = default_limit_server().await;
+    let s = server.addr().to_string();
+    let run = |path: &'static str, extra: &'static [&'static str]| {
+        let s = s.clone();
+        async move {
+            let mut args = vec![
+                "bench",
+                "server",
+                "--ops",
+                "create",
+                "--sessions",
+                "4",
+                "--in-flight",
+                "8",
+                "--keep",
+                "--json",
+                "--path",
+                path,
+            ];
+            args.extend_from_slice(extra);
+            let (code, out, err) = zkit(&s, &args).await;
+            assert_eq!(code, 0, "{err}");
+            let dirs = children(&s, path).await;
+            assert_eq!(dirs.len(), 1, "{dirs:?}");
+            let nodes = children(&s, &format!("{path}/{}", dirs[0])).await.len();
+            (report(&out), nodes)
+        }
+    };
+
+    // --fill: 4 sessions × 50 creates, then it stops, long before its 60 s.
+    let (json, nodes) = run(
+        "/fill",
+        &["--max-nodes", "200", "--fill", "--seconds", "60"],
+    )
+    .await;
+    assert_eq!(nodes, 200, "{json}");
+    assert_eq!(json["completed"], 200, "{json}");
+    assert_eq!(json["errors"], 0, "{json}");
+    assert!(json["seconds"].as_f64().unwrap() < 30.0, "{json}");
+
+    // Held: past 40 nodes each session deletes its oldest for each one it creates, so the
+    // tree ends with 10 or 9 nodes per session (a delete may be the last request), and no
+    // delete misses its node.
+    let (json, nodes) = run(
+        "/hold",
+        &["--max-nodes", "40", "--seconds", "2", "--interval", "1"],
+    )
+    .await;
+    assert!((36..=40).contains(&nodes), "{nodes} nodes: {json}");
+    assert_eq!(json["errors"], 0, "{json}");
+    assert!(json["completed"].as_u64().unwrap() > 80, "{json}");
+    let windows = json["windows"].as_array().expect("windows with --interval");
+    assert!(!windows.is_empty(), "{json}");
+    let counted: f64 = windows
+        .iter()
+        .map(|w| w["ops_per_sec"].as_f64().unwrap())
+        .sum();
+    // Windows of 1 s: their rates add up to the completed requests.
+    assert_eq!(
+        counted as u64,
+        json["completed"].as_u64().unwrap(),
+        "{json}"
+    );
+    server.stop().await;
+}

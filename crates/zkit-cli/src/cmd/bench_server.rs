@@ -66,6 +66,67 @@ pub struct BenchServerArgs {
     /// Also draw the latency percentile distribution into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
+    /// With `--ops create`: grow the run to this many nodes, then keep it there, each session
+    /// deleting its oldest node for every node it creates (creates and deletes alternate, all
+    /// of them durable writes), so a long run holds a tree of this size instead of growing
+    /// without bound.
+    #[arg(long, value_name = "N")]
+    pub max_nodes: Option<u64>,
+    /// With `--max-nodes`: stop once the tree has reached it, instead of holding it there (a
+    /// populate; `--seconds` bounds it).
+    #[arg(long, requires = "max_nodes")]
+    pub fill: bool,
+    /// Also report each window of this many seconds: its completed requests per second and
+    /// its slowest request (how a long run's throughput and tail move over time).
+    #[arg(long, value_name = "SECONDS")]
+    pub interval: Option<u64>,
+}
+
+/// Completions and the slowest request of each window of a run (`--interval`).
+struct Windows {
+    width: Duration,
+    start: Instant,
+    completed: Vec<AtomicU64>,
+    max_us: Vec<AtomicU64>,
+}
+
+impl Windows {
+    fn new(width: Duration, start: Instant, duration: Duration) -> Windows {
+        // One more window for the stragglers answered after the end.
+        let n = (duration.as_secs_f64() / width.as_secs_f64()).ceil() as usize + 1;
+        Windows {
+            width,
+            start,
+            completed: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            max_us: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Counts a request answered now after `latency`.
+    fn record(&self, latency: Duration) {
+        let at = (self.start.elapsed().as_secs_f64() / self.width.as_secs_f64()) as usize;
+        let i = at.min(self.completed.len() - 1);
+        self.completed[i].fetch_add(1, Ordering::Relaxed);
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.max_us[i].fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// (start second, requests per second, slowest µs) of each window that saw a request,
+    /// the stragglers' window last.
+    fn rows(&self) -> WindowRows {
+        let w = self.width.as_secs_f64();
+        (0..self.completed.len())
+            .map(|i| {
+                let n = self.completed[i].load(Ordering::Relaxed);
+                (
+                    i as f64 * w,
+                    n as f64 / w,
+                    self.max_us[i].load(Ordering::Relaxed),
+                )
+            })
+            .filter(|r| r.1 > 0.0)
+            .collect()
+    }
 }
 
 /// What a load run is asked to do.
@@ -91,6 +152,12 @@ pub struct LoadSpec {
     pub cleanup: bool,
     /// Label of the progress line.
     pub label: String,
+    /// `--max-nodes`: the size the run's tree is held at (create only).
+    pub max_nodes: Option<u64>,
+    /// `--interval`: the width of the reported windows.
+    pub interval: Option<Duration>,
+    /// `--fill`: stop at `max_nodes` instead of holding the tree there.
+    pub fill: bool,
 }
 
 /// Runs `zkit bench server`.
@@ -112,8 +179,14 @@ async fn run_exit_code(args: BenchServerArgs) -> anyhow::Result<i32> {
         path: args.path.clone(),
         cleanup: !args.keep,
         label: args.ops.to_string(),
+        max_nodes: args.max_nodes.filter(|n| *n > 0),
+        interval: args.interval.filter(|s| *s > 0).map(Duration::from_secs),
+        fill: args.fill,
     };
-    let report = run_load(&spec).await?;
+    if spec.max_nodes.is_some() && spec.ops != OpMix::Create {
+        anyhow::bail!("--max-nodes goes with --ops create");
+    }
+    let (report, windows) = run_load(&spec).await?;
     if let Some(file) = &args.plot {
         let series = [plot::Series {
             label: format!("{} on {}", report.ops, args.conn.server),
@@ -124,9 +197,22 @@ async fn run_exit_code(args: BenchServerArgs) -> anyhow::Result<i32> {
         std::fs::write(file, svg).with_context(|| format!("writing {}", file.display()))?;
     }
     if args.json {
-        println!("{}", report.json());
+        let mut json = report.json();
+        if let Some(rows) = &windows {
+            json["windows"] = rows
+                .iter()
+                .map(|(t, rate, max)| serde_json::json!({"t": t, "ops_per_sec": rate, "max_us": max}))
+                .collect();
+        }
+        println!("{json}");
     } else {
         println!("{}", report.line());
+        for (t, rate, max) in windows.iter().flatten() {
+            println!(
+                "  from {t:>6.0} s: {rate:>9.0} ops/s, slowest {}",
+                super::bench_common::ms(*max)
+            );
+        }
     }
     Ok(if report.completed == 0 { 1 } else { 0 })
 }
@@ -164,6 +250,7 @@ impl XorShift {
 #[derive(Clone, Copy)]
 enum Op {
     Create(u64),
+    Delete(u64),
     Get(usize),
     Set(usize),
     Exists,
@@ -174,6 +261,8 @@ struct SessionOutcome {
     completed: u64,
     errors: u64,
     created: u64,
+    /// Its first node not deleted by `--max-nodes` (its nodes `first_live..created` remain).
+    first_live: u64,
     first_error: Option<String>,
 }
 
@@ -189,6 +278,7 @@ async fn session_loop(
     start: Instant,
     end: Instant,
     progress: Arc<AtomicU64>,
+    windows: Option<Arc<Windows>>,
 ) -> SessionOutcome {
     let value = vec![b'x'; spec.value_size];
     let create = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
@@ -203,11 +293,17 @@ async fn session_loop(
             i.mul_f64(sid as f64 / spec.sessions as f64)
         });
     let mut seq = 0u64;
+    // --max-nodes: this session's share of the tree, and its oldest node still there.
+    let share = spec
+        .max_nodes
+        .map(|n| n.div_ceil(spec.sessions as u64).max(1));
+    let mut oldest = 0u64;
     let mut out = SessionOutcome {
         histogram: new_histogram(),
         completed: 0,
         errors: 0,
         created: 0,
+        first_live: 0,
         first_error: None,
     };
     let mut inflight = FuturesUnordered::new();
@@ -215,10 +311,13 @@ async fn session_loop(
     let dir = &dir;
     loop {
         let now = Instant::now();
-        if now >= end && inflight.is_empty() {
+        // --fill: this session is done once its share is created.
+        let filled = spec.fill && share.is_some_and(|s| seq >= s);
+        let issuing = now < end && !filled;
+        if !issuing && inflight.is_empty() {
             break;
         }
-        while now < end && inflight.len() < spec.inflight {
+        while issuing && inflight.len() < spec.inflight {
             let due = match interval {
                 None => now,
                 Some(_) if next_due > now => break,
@@ -229,6 +328,12 @@ async fn session_loop(
                 }
             };
             let op = match spec.ops {
+                // At its share, a session alternates: delete its oldest node, create a new one
+                // (the delete follows that node's create on the session, so it is there).
+                OpMix::Create if share.is_some_and(|s| seq - oldest >= s) => {
+                    oldest += 1;
+                    Op::Delete(oldest - 1)
+                }
                 OpMix::Create => {
                     seq += 1;
                     Op::Create(seq - 1)
@@ -258,6 +363,7 @@ async fn session_loop(
                         let path = format!("{dir}/c{sid}-{n}");
                         client.create(&path, value, create).await.map(drop)
                     }
+                    Op::Delete(n) => client.delete(&format!("{dir}/c{sid}-{n}"), None).await,
                     Op::Get(k) => client.get_data(&keys[k]).await.map(drop),
                     Op::Set(k) => client.set_data(&keys[k], value, None).await.map(drop),
                     Op::Exists => match client.check_stat(missing).await {
@@ -269,14 +375,16 @@ async fn session_loop(
                 (t0.elapsed(), result)
             });
         }
-        let waiting_for_schedule =
-            interval.is_some() && now < end && inflight.len() < spec.inflight;
+        let waiting_for_schedule = interval.is_some() && issuing && inflight.len() < spec.inflight;
         tokio::select! {
             Some((latency, result)) = inflight.next(), if !inflight.is_empty() => {
                 match result {
                     Ok(()) => {
                         out.completed += 1;
                         record(&mut out.histogram, latency);
+                        if let Some(w) = &windows {
+                            w.record(latency);
+                        }
                     }
                     Err(e) => {
                         out.errors += 1;
@@ -290,11 +398,16 @@ async fn session_loop(
         }
     }
     out.created = seq;
+    out.first_live = oldest;
     out
 }
 
-/// Runs one workload and reports its figures.
-pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
+/// (start second, requests per second, slowest µs) of each window of a run.
+type WindowRows = Vec<(f64, f64, u64)>;
+
+/// Runs one workload and reports its figures, and with [`LoadSpec::interval`] those of each
+/// window.
+pub async fn run_load(spec: &LoadSpec) -> Result<(LoadReport, Option<WindowRows>)> {
     let setup = connect(&spec.conn).await?;
     let dir = run_dir(&spec.path);
     super::node::ensure_path(&setup, &dir).await?;
@@ -345,6 +458,9 @@ pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
     spawn_progress(spec.label.clone(), progress.clone(), done.clone());
     let start = Instant::now();
     let end = start + spec.duration;
+    let windows = spec
+        .interval
+        .map(|w| Arc::new(Windows::new(w, start, spec.duration)));
     let tasks: Vec<_> = clients
         .into_iter()
         .enumerate()
@@ -358,6 +474,7 @@ pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
                 start,
                 end,
                 progress.clone(),
+                windows.clone(),
             ))
         })
         .collect();
@@ -373,7 +490,7 @@ pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
         if first_error.is_none() {
             first_error = o.first_error;
         }
-        created.push(o.created);
+        created.push(o.first_live..o.created);
     }
     let elapsed = start.elapsed();
     done.store(true, Ordering::Relaxed);
@@ -388,29 +505,41 @@ pub async fn run_load(spec: &LoadSpec) -> Result<LoadReport> {
             histogram.value_at_quantile(p)
         }
     };
-    Ok(LoadReport {
+    let report = LoadReport {
         ops: spec.ops,
         sessions: spec.sessions,
         inflight: spec.inflight,
         completed,
         errors,
         elapsed,
-        ops_per_sec: completed as f64 / spec.duration.as_secs_f64(),
+        // A filling run ends when its nodes are made, not at --seconds.
+        ops_per_sec: completed as f64
+            / if spec.fill {
+                elapsed.as_secs_f64()
+            } else {
+                spec.duration.as_secs_f64()
+            },
         p50_us: q(0.5),
         p99_us: q(0.99),
         p999_us: q(0.999),
         max_us: if completed == 0 { 0 } else { histogram.max() },
         first_error,
         percentiles: plot::percentile_points(&histogram),
-    })
+    };
+    Ok((report, windows.map(|w| w.rows())))
 }
 
-/// Deletes what a run created: its keys, its `c{sid}-{n}` nodes (a create that failed may not
-/// exist, hence NoNode is fine), then the run directory.
-async fn cleanup(client: &zk::Client, dir: &str, keys: &[String], created: &[u64]) -> Result<()> {
+/// Deletes what a run created: its keys, its `c{sid}-{n}` nodes still there (a create that
+/// failed may not exist, hence NoNode is fine), then the run directory.
+async fn cleanup(
+    client: &zk::Client,
+    dir: &str,
+    keys: &[String],
+    live: &[std::ops::Range<u64>],
+) -> Result<()> {
     let mut paths: Vec<String> = keys.iter().filter(|k| k.as_str() != dir).cloned().collect();
-    for (sid, n) in created.iter().enumerate() {
-        paths.extend((0..*n).map(|i| format!("{dir}/c{sid}-{i}")));
+    for (sid, range) in live.iter().enumerate() {
+        paths.extend(range.clone().map(|i| format!("{dir}/c{sid}-{i}")));
     }
     pipelined(paths.len(), 256, |i| {
         let path = &paths[i];
