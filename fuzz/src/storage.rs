@@ -104,7 +104,7 @@ pub fn exercise_snapshot(data: &[u8]) {
     if let Ok(snapshot) = SnapshotStore::read(&path) {
         assert_eq!(snapshot.zxid, zxid);
         assert_eq!(
-            snapshot.body.as_slice(),
+            snapshot.body(),
             &data[16..data.len() - 16],
             "body is what lies between header and trailer"
         );

@@ -442,7 +442,7 @@ async fn recovery(dir: &std::path::Path, nodes: usize) -> Result<(), BoxError> {
     let snap = store.latest_valid()?.ok_or("no snapshot")?;
     let read = t.elapsed();
     let (t, cpu) = (Instant::now(), cpu_secs());
-    let restored = Core::restore(Config::default(), now, &snap.body)?;
+    let restored = Core::restore(Config::default(), now, snap.body())?;
     println!(
         "  of which: read + crc {:.2} s, Core::restore {:.2} s (CPU {:.2} s)",
         read.as_secs_f64(),

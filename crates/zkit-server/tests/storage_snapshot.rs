@@ -25,10 +25,10 @@ fn snapshot_round_trip_and_streaming_write() {
         .unwrap();
     let latest = store.latest_valid().unwrap().unwrap();
     assert_eq!(
-        (latest.zxid, &latest.path, &latest.body),
-        (0x1_0000_0009, &path2, &body)
+        (latest.zxid, &latest.path, latest.body()),
+        (0x1_0000_0009, &path2, &body[..])
     );
-    assert_eq!(SnapshotStore::read(&path).unwrap().body, body);
+    assert_eq!(SnapshotStore::read(&path).unwrap().body(), body);
 }
 
 #[test]
@@ -66,7 +66,7 @@ fn damaged_or_torn_newest_snapshot_falls_back_to_the_previous_one() {
     }
     // Two damaged: falls back further.
     fs::write(&good, b"junk").unwrap();
-    assert_eq!(store.latest_valid().unwrap().unwrap().body, b"ten");
+    assert_eq!(store.latest_valid().unwrap().unwrap().body(), b"ten");
 }
 
 #[test]

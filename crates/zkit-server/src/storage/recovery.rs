@@ -50,9 +50,9 @@ pub fn recover(
     let mut core = match snapshots.latest_valid()? {
         Some(snap) => {
             stats.snapshot_zxid = Some(snap.zxid);
-            stats.snapshot_bytes = snap.body.len() as u64;
+            stats.snapshot_bytes = snap.body().len() as u64;
             let core =
-                Core::restore(config, now, &snap.body).map_err(|e| StorageError::Corruption {
+                Core::restore(config, now, snap.body()).map_err(|e| StorageError::Corruption {
                     file: snap.path.clone(),
                     offset: 16,
                     reason: format!("snapshot body does not restore: {e}"),

@@ -43,8 +43,17 @@ pub struct Snapshot {
     pub zxid: i64,
     /// Its file.
     pub path: PathBuf,
+    /// The whole file; the body is `file[HEADER_LEN..body_end]` (kept in place: moving a
+    /// snapshot of a gigabyte and more to the buffer's start would cost a copy of it).
+    file: Vec<u8>,
+    body_end: usize,
+}
+
+impl Snapshot {
     /// The body exactly as written.
-    pub body: Vec<u8>,
+    pub fn body(&self) -> &[u8] {
+        &self.file[HEADER_LEN..self.body_end]
+    }
 }
 
 /// The snapshot directory.
@@ -197,7 +206,7 @@ impl SnapshotStore {
     /// [`StorageError::Corruption`] when magic, version, zxid, length or checksum is wrong;
     /// [`StorageError::Io`] when it cannot be read.
     pub fn read(path: &Path) -> Result<Snapshot> {
-        let mut buf = fs::read(path).ctx(|| format!("read {}", path.display()))?;
+        let buf = fs::read(path).ctx(|| format!("read {}", path.display()))?;
         let corrupt = |offset: usize, reason: &str| StorageError::Corruption {
             file: path.to_path_buf(),
             offset: offset as u64,
@@ -237,12 +246,11 @@ impl SnapshotStore {
         if crc32c::crc32c(&buf[HEADER_LEN..t]) != u32::from_le_bytes(c) {
             return Err(corrupt(HEADER_LEN, "snapshot checksum mismatch"));
         }
-        buf.truncate(t);
-        buf.drain(..HEADER_LEN);
         Ok(Snapshot {
             zxid,
             path: path.to_path_buf(),
-            body: buf,
+            file: buf,
+            body_end: t,
         })
     }
 
