@@ -123,7 +123,7 @@ fn snapshot_rename_failures_keep_the_previous_snapshot() {
         } else {
             b"two"
         };
-        assert_eq!(latest.body, expect, "{point}");
+        assert_eq!(latest.body(), expect, "{point}");
         let tmp_left = fs::read_dir(dir.path())
             .unwrap()
             .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp"));
