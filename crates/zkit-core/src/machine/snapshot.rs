@@ -22,7 +22,8 @@ impl std::fmt::Debug for DumpData<'_> {
 
 impl Core {
     /// A capture of the current state for a snapshot: a reference-count bump per chunk of
-    /// 1,024 nodes plus a copy of the ACL table and the sessions. Serialize it with [`SnapshotCapture::write_to`].
+    /// 1,024 nodes plus a copy of the ACL table and the sessions. Serialize it with
+    /// [`SnapshotCapture::write_to`].
     pub fn snapshot_capture(&self) -> SnapshotCapture {
         SnapshotCapture::new(self.last_zxid, &self.tree, &self.sessions)
     }

@@ -17,7 +17,7 @@ use super::record::Record;
 const CHUNK: usize = 1024;
 
 /// One chunk of [`CHUNK`] slots, inline behind its reference count (one pointer to follow from
-/// the chunk list to a slot). Slots past [`Slots::len`] in the last chunk are `None`.
+/// the chunk list to a slot). Slots past `Slots::len` in the last chunk are `None`.
 type Chunk = [Option<Record>; CHUNK];
 
 /// The records by node id; `None` is a free slot. Cheap to clone (see the module's header).

@@ -5,8 +5,9 @@
 //!
 //! The pipeline pays only for `Core::snapshot_capture()`: a reference-count bump per chunk of
 //! 1,024 nodes (the tree copies a chunk and a node it mutates while the capture still holds
-//! them), under a millisecond at a million nodes. Serializing the capture and writing it, streamed through a buffered writer
-//! rather than built in memory, run on the blocking thread while writes go on. At most one
+//! them), under a millisecond at a million nodes. Serializing the capture and writing it,
+//! streamed through a buffered writer rather than built in memory, run on the blocking thread
+//! while writes go on. At most one
 //! snapshot is in flight: if the previous one is still being written when the next is due, the
 //! next waits for a later batch. A failed snapshot is logged and retried when the policy is due
 //! again, counting from the failed attempt: the WAL still holds everything, so it costs only a
