@@ -322,8 +322,8 @@ impl DataTree {
                 acl: tree.acls.intern(&open_acl()),
                 ..Meta::default()
             };
-            let hash = tree.hash(p);
-            tree.insert_unlinked(record::encode(&meta, p, Some(&[])), hash);
+            let tag = tree.tag(p);
+            tree.insert_unlinked(record::encode(&meta, p, Some(&[])), tag);
         }
         let config_acl = tree.acls.intern(&[Acl {
             perms: perms::READ,
@@ -336,8 +336,8 @@ impl DataTree {
             },
             acl: config_acl,
         };
-        let hash = tree.hash(CONFIG_PATH);
-        tree.insert_unlinked(record::encode(&config, CONFIG_PATH, Some(&[])), hash);
+        let tag = tree.tag(CONFIG_PATH);
+        tree.insert_unlinked(record::encode(&config, CONFIG_PATH, Some(&[])), tag);
         // Cannot fail: the four paths form a tree.
         let _ = tree.link_all();
         tree
@@ -351,6 +351,11 @@ impl DataTree {
     /// The path index's hash of `path`.
     fn hash(&self, path: &str) -> u64 {
         self.hash_bytes(path.as_bytes())
+    }
+
+    /// The index tag of `path` ([`index_hash`] of it is [`DataTree::hash`]).
+    fn tag(&self, path: &str) -> u32 {
+        index_tag(&self.hasher, path.as_bytes())
     }
 
     fn hash_bytes(&self, path: &[u8]) -> u64 {
@@ -489,12 +494,12 @@ impl DataTree {
     }
 
     /// Puts a record in a free slot and the path index (not yet under its parent). The caller
-    /// checked that its path (whose hash is `hash`) is new and its ACL id is counted.
-    fn insert_unlinked(&mut self, rec: Record, hash: u64) -> u32 {
+    /// checked that its path (whose index tag, [`DataTree::tag`], is `tag`) is new and its ACL
+    /// id is counted.
+    fn insert_unlinked(&mut self, rec: Record, tag: u32) -> u32 {
         let (path, data, meta) = record::parts(&rec);
-        // What a rehash needs of this entry (`hash` is `index_hash` of it).
-        let tag = index_tag(&self.hasher, path.as_bytes());
-        debug_assert_eq!(index_hash(tag), hash);
+        debug_assert_eq!(index_tag(&self.hasher, path.as_bytes()), tag);
+        let hash = index_hash(tag);
         self.data_size += (path.len() + data.map_or(0, <[u8]>::len)) as u64;
         let owner = meta.ephemeral_owner;
         // Only ephemeral, container and TTL nodes are indexed by path.
@@ -566,8 +571,10 @@ impl DataTree {
         zxid: i64,
         time: i64,
     ) -> Result<Stat, ErrorCode> {
-        let hash = self.hash(path);
-        if path == "/" || lookup(&self.index, &self.slots, hash, path.as_bytes()).is_some() {
+        let tag = self.tag(path);
+        if path == "/"
+            || lookup(&self.index, &self.slots, index_hash(tag), path.as_bytes()).is_some()
+        {
             return Err(ErrorCode::NodeExists);
         }
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
@@ -593,7 +600,7 @@ impl DataTree {
             acl: self.acls.intern(acl),
         };
         let stat = stat_of(&meta, data.map_or(0, <[u8]>::len), 0, self.extended_types);
-        let id = self.insert_unlinked(record::encode(&meta, path, data), hash);
+        let id = self.insert_unlinked(record::encode(&meta, path, data), tag);
         self.link(parent, id);
         Ok(stat)
     }
@@ -745,8 +752,8 @@ impl DataTree {
         let acl = *acl_ids
             .get(&meta.acl)
             .ok_or_else(|| format!("{p} has an unknown ACL id {}", meta.acl))?;
-        let hash = self.hash(p);
-        if lookup(&self.index, &self.slots, hash, p.as_bytes()).is_some() {
+        let tag = self.tag(p);
+        if lookup(&self.index, &self.slots, index_hash(tag), p.as_bytes()).is_some() {
             return Err(format!("duplicate path {p}"));
         }
         let mut rec: Record = Arc::from(bytes);
@@ -754,7 +761,7 @@ impl DataTree {
             record::set_meta(&mut rec, &Meta { acl, ..meta });
         }
         self.acls.add_ref(acl);
-        self.insert_unlinked(rec, hash);
+        self.insert_unlinked(rec, tag);
         Ok(())
     }
 
@@ -770,15 +777,15 @@ impl DataTree {
         if p != "/" && path::validate_path(p).is_err() {
             return Err(format!("invalid path {p:?}"));
         }
-        let hash = self.hash(p);
-        if lookup(&self.index, &self.slots, hash, p.as_bytes()).is_some() {
+        let tag = self.tag(p);
+        if lookup(&self.index, &self.slots, index_hash(tag), p.as_bytes()).is_some() {
             return Err(format!("duplicate path {p}"));
         }
         let meta = Meta {
             stat: *stored,
             acl: self.acls.intern(acl),
         };
-        self.insert_unlinked(record::encode(&meta, p, data), hash);
+        self.insert_unlinked(record::encode(&meta, p, data), tag);
         Ok(())
     }
 
