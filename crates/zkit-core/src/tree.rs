@@ -247,6 +247,44 @@ fn parent_bytes(p: &[u8]) -> Option<&[u8]> {
     Some(if i == 0 { b"/" } else { &p[..i] })
 }
 
+/// Checks and copies untrusted snapshot records for a [`DataTree`] being restored, without
+/// touching the tree: the part of a restore that can run on a second thread. `Send`.
+pub(crate) struct RecordPreparer {
+    hasher: TreeHasher,
+}
+
+/// A snapshot record that [`RecordPreparer::prepare`] validated, with its ACL id mapped to
+/// the restoring tree's and its path's index tag computed.
+pub(crate) struct PreparedRecord {
+    rec: Record,
+    tag: u32,
+}
+
+impl RecordPreparer {
+    /// Validates `bytes` as a record (layout, UTF-8 path, a valid path, a known ACL id; the
+    /// ids of `acl_ids` are the snapshot's, mapped to the tree's) and copies it.
+    pub(crate) fn prepare(
+        &self,
+        bytes: &[u8],
+        acl_ids: &BTreeMap<u32, u32>,
+    ) -> Result<PreparedRecord, String> {
+        record::check(bytes).map_err(str::to_owned)?;
+        let (p, _, meta) = record::parts(bytes);
+        if p != "/" && path::validate_path(p).is_err() {
+            return Err(format!("invalid path {p:?}"));
+        }
+        let acl = *acl_ids
+            .get(&meta.acl)
+            .ok_or_else(|| format!("{p} has an unknown ACL id {}", meta.acl))?;
+        let tag = index_tag(&self.hasher, p.as_bytes());
+        let mut rec: Record = Arc::from(bytes);
+        if acl != meta.acl {
+            record::set_meta(&mut rec, &Meta { acl, ..meta });
+        }
+        Ok(PreparedRecord { rec, tag })
+    }
+}
+
 /// A point-in-time copy of the tree for a snapshot: the records (shared with the tree) and
 /// the ACL lists. Taking one costs a reference-count increment per chunk of 1,024 nodes; it
 /// is `Send` and `'static`, so it can be written out on another thread while the tree moves
@@ -737,30 +775,23 @@ impl DataTree {
             .ok_or_else(|| "an ACL list appears twice".to_owned())
     }
 
-    /// Restore: one untrusted record (validated here), not yet linked to its parent.
-    /// `acl_ids` maps the snapshot's ACL ids to [`DataTree::restore_acl`]'s.
-    pub(crate) fn restore_record(
-        &mut self,
-        bytes: &[u8],
-        acl_ids: &BTreeMap<u32, u32>,
-    ) -> Result<(), String> {
-        record::check(bytes).map_err(str::to_owned)?;
-        let (p, _, meta) = record::parts(bytes);
-        if p != "/" && path::validate_path(p).is_err() {
-            return Err(format!("invalid path {p:?}"));
+    /// Restore: what [`RecordPreparer::prepare`] needs of this tree, to check and copy
+    /// records off it (on another thread, while this tree takes the ones before).
+    pub(crate) fn record_preparer(&self) -> RecordPreparer {
+        RecordPreparer {
+            hasher: self.hasher.clone(),
         }
-        let acl = *acl_ids
-            .get(&meta.acl)
-            .ok_or_else(|| format!("{p} has an unknown ACL id {}", meta.acl))?;
-        let tag = self.tag(p);
-        if lookup(&self.index, &self.slots, index_hash(tag), p.as_bytes()).is_some() {
-            return Err(format!("duplicate path {p}"));
+    }
+
+    /// Restore: one record that [`RecordPreparer::prepare`] checked, not yet linked to its
+    /// parent. Refuses a path that is already in the tree.
+    pub(crate) fn restore_prepared(&mut self, prepared: PreparedRecord) -> Result<(), String> {
+        let PreparedRecord { rec, tag } = prepared;
+        let p = record::path_bytes(&rec);
+        if lookup(&self.index, &self.slots, index_hash(tag), p).is_some() {
+            return Err(format!("duplicate path {}", record::path(&rec)));
         }
-        let mut rec: Record = Arc::from(bytes);
-        if acl != meta.acl {
-            record::set_meta(&mut rec, &Meta { acl, ..meta });
-        }
-        self.acls.add_ref(acl);
+        self.acls.add_ref(record::meta(&rec).acl);
         self.insert_unlinked(rec, tag);
         Ok(())
     }
