@@ -24,7 +24,7 @@
 //! snapshot is an error, never a panic.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 
 use bytes::BytesMut;
 use zkit_proto::codec::{put_buffer, put_i32, put_i64, put_vec};
@@ -53,6 +53,9 @@ pub enum RestoreError {
     /// or a missing root.
     #[error("inconsistent snapshot: {0}")]
     Inconsistent(String),
+    /// Reading the snapshot failed, or it ended before its stated length.
+    #[error("cannot read the snapshot: {0}")]
+    Io(String),
 }
 
 /// The state at one zxid, detached from the [`Core`](crate::Core): `Send + 'static`, so it can be
@@ -149,33 +152,145 @@ impl SnapshotCapture {
     }
 }
 
-/// The next node record's bytes (a length, then the record).
-fn next_record<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], RestoreError> {
-    let len = r.read_i32()?;
-    let len = usize::try_from(len)
-        .map_err(|_| RestoreError::Inconsistent(format!("node record length {len}")))?;
-    Ok(r.read_bytes(len)?)
+/// A snapshot body being read from a [`Read`] source of a known length, through a buffer of
+/// about [`READ_CHUNK`] bytes: a restore never holds the whole body in memory (at 10,000,000
+/// nodes that is 1.6 GB that would be read, and its pages touched, only to be copied again).
+struct Stream<R> {
+    src: R,
+    /// Bytes read from `src` at a time ([`READ_CHUNK`]; tests make it small).
+    chunk: usize,
+    buf: Vec<u8>,
+    /// `buf[start..end]` is read and not yet consumed.
+    start: usize,
+    end: usize,
+    /// Body bytes not yet read from `src`.
+    left: u64,
 }
 
-/// Restores `count` node records from `r` into `tree`: a second thread reads, checks and
-/// copies them ([`RecordPreparer`](crate::tree::RecordPreparer)) and hands them over in
+/// Bytes read from the source at a time.
+const READ_CHUNK: usize = 1 << 20;
+
+impl<R: Read> Stream<R> {
+    fn new(src: R, len: u64, chunk: usize) -> Self {
+        Stream {
+            src,
+            chunk: chunk.max(1),
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            left: len,
+        }
+    }
+
+    /// Body bytes not yet consumed.
+    fn remaining(&self) -> u64 {
+        (self.end - self.start) as u64 + self.left
+    }
+
+    fn buffered(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Buffers at least `n` bytes, or everything left when less is; reads in chunks of
+    /// `chunk`. Returns how many bytes are buffered.
+    fn fill(&mut self, n: usize) -> Result<usize, RestoreError> {
+        let have = self.end - self.start;
+        if have >= n || self.left == 0 {
+            return Ok(have);
+        }
+        self.buf.copy_within(self.start..self.end, 0);
+        self.start = 0;
+        self.end = have;
+        // Never more than the body holds, so a damaged length cannot make this allocate
+        // beyond the size of the file it claims to be in.
+        let target = usize::try_from((have as u64).saturating_add(self.left))
+            .unwrap_or(usize::MAX)
+            .min(n.max(self.chunk));
+        if self.buf.len() < target {
+            self.buf.resize(target, 0);
+        }
+        while self.end < target {
+            let got = match self.src.read(&mut self.buf[self.end..target]) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(RestoreError::Io(e.to_string())),
+            };
+            if got == 0 {
+                return Err(RestoreError::Io(format!(
+                    "the snapshot ended {} bytes before its stated length",
+                    self.left
+                )));
+            }
+            self.end += got;
+            self.left -= got as u64;
+        }
+        Ok(self.end)
+    }
+
+    /// Decodes one item with `f` from the buffered bytes, buffering more while `f` runs out
+    /// of them and the body has more.
+    fn decode<T>(
+        &mut self,
+        f: impl Fn(&mut Reader<'_>) -> Result<T, DecodeError>,
+    ) -> Result<T, RestoreError> {
+        let mut want = 256;
+        loop {
+            let have = self.fill(want)?;
+            let mut r = Reader::new(self.buffered());
+            match f(&mut r) {
+                Ok(v) => {
+                    self.start += r.position();
+                    return Ok(v);
+                }
+                // The item may run past the buffered bytes (a list's length is checked
+                // against what remains of them): buffer more and try again.
+                Err(DecodeError::Truncated { .. } | DecodeError::InvalidLength(0..))
+                    if self.left > 0 =>
+                {
+                    want = have.saturating_mul(2);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The next node record's bytes (a length, then the record).
+    fn next_record(&mut self) -> Result<&[u8], RestoreError> {
+        let len = self.decode(|r| r.read_i32())?;
+        let len = usize::try_from(len)
+            .map_err(|_| RestoreError::Inconsistent(format!("node record length {len}")))?;
+        if len as u64 > self.remaining() {
+            return Err(DecodeError::Truncated {
+                needed: len,
+                remaining: usize::try_from(self.remaining()).unwrap_or(usize::MAX),
+            }
+            .into());
+        }
+        self.fill(len)?;
+        let at = self.start;
+        self.start += len;
+        Ok(&self.buf[at..at + len])
+    }
+}
+
+/// Restores `count` node records from `stream` into `tree`: a second thread reads, checks
+/// and copies them ([`RecordPreparer`](crate::tree::RecordPreparer)) and hands them over in
 /// batches; this thread puts them into the tree, in the snapshot's order, so the result is
 /// the one a single thread builds. The first bad record in that order is the error, as on one
-/// thread. Returns the reader past the records.
-fn read_nodes_on_two_threads<'a>(
+/// thread.
+fn read_nodes_on_two_threads<R: Read + Send>(
     tree: &mut DataTree,
-    r: Reader<'a>,
+    stream: &mut Stream<R>,
     count: usize,
     acl_ids: &BTreeMap<u32, u32>,
-) -> Result<Reader<'a>, RestoreError> {
+) -> Result<(), RestoreError> {
     let preparer = tree.record_preparer();
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel(8);
         let producer = scope.spawn(move || {
-            let mut r = r;
             let mut batch = Vec::with_capacity(BATCH);
             for _ in 0..count {
-                let prepared = next_record(&mut r).and_then(|bytes| {
+                let prepared = stream.next_record().and_then(|bytes| {
                     preparer
                         .prepare(bytes, acl_ids)
                         .map_err(RestoreError::Inconsistent)
@@ -195,11 +310,11 @@ fn read_nodes_on_two_threads<'a>(
                         .is_err()
                 {
                     // The inserting side stopped at an error of its own.
-                    return Ok(r);
+                    return Ok(());
                 }
             }
             let _ = tx.send(batch);
-            Ok(r)
+            Ok(())
         });
         // Takes the receiver: when it returns (at an error too), the channel closes, so the
         // reading thread can never be left blocked on a full channel.
@@ -236,14 +351,22 @@ pub(crate) struct Image {
     pub(crate) sessions: BTreeMap<i64, Session>,
 }
 
-/// Reads what [`SnapshotCapture::write_to`] wrote. Everything is validated; a bad snapshot is
-/// an error, never a panic.
-pub(crate) fn read(
+/// Reads what [`SnapshotCapture::write_to`] wrote, `len` bytes of it, from `src`. Everything
+/// is validated; a bad snapshot is an error, never a panic.
+pub(crate) fn read<R: Read + Send>(
     extended_types: bool,
     hash_seed: u64,
-    bytes: &[u8],
+    src: R,
+    len: u64,
 ) -> Result<Image, RestoreError> {
-    read_with(extended_types, hash_seed, bytes, PARALLEL_FROM)
+    read_with(
+        extended_types,
+        hash_seed,
+        src,
+        len,
+        PARALLEL_FROM,
+        READ_CHUNK,
+    )
 }
 
 /// From this many node records on, a restore checks and copies them on a second thread while
@@ -254,24 +377,27 @@ const PARALLEL_FROM: usize = 50_000;
 /// Node records per hand-over between the two threads of a restore.
 const BATCH: usize = 1024;
 
-/// [`read`], with node records restored on two threads from `parallel_from` of them on.
-fn read_with(
+/// [`read`], with node records restored on two threads from `parallel_from` of them on, and
+/// `src` read `chunk` bytes at a time.
+fn read_with<R: Read + Send>(
     extended_types: bool,
     hash_seed: u64,
-    bytes: &[u8],
+    src: R,
+    len: u64,
     parallel_from: usize,
+    chunk: usize,
 ) -> Result<Image, RestoreError> {
-    let mut r = Reader::new(bytes);
-    if r.read_bytes(4)? != MAGIC || r.read_i32()? != VERSION {
+    let mut r = Stream::new(src, len, chunk);
+    let header = r.decode(|r| Ok((r.read_bytes(4)?.to_vec(), r.read_i32()?)))?;
+    if header.0 != MAGIC || header.1 != VERSION {
         return Err(RestoreError::BadHeader);
     }
-    let last_zxid = r.read_i64()?;
+    let last_zxid = r.decode(|r| r.read_i64())?;
     let mut tree = DataTree::empty(extended_types, hash_seed);
-    let acls = r.read_i32()?;
+    let acls = r.decode(|r| r.read_i32())?;
     let mut acl_ids = BTreeMap::new();
     for _ in 0..acls.max(0) {
-        let id = r.read_i32()? as u32;
-        let list = r.read_vec()?;
+        let (id, list) = r.decode(|r| Ok((r.read_i32()? as u32, r.read_vec()?)))?;
         let new = tree.restore_acl(list).map_err(RestoreError::Inconsistent)?;
         if acl_ids.insert(id, new).is_some() {
             return Err(RestoreError::Inconsistent(format!(
@@ -279,16 +405,17 @@ fn read_with(
             )));
         }
     }
-    let count = r.read_i32()?.max(0) as usize;
+    let count = r.decode(|r| r.read_i32())?.max(0) as usize;
     // Never reserve more than the input can hold (a node takes at least 30 bytes), so a
     // damaged count cannot make restore allocate wildly.
-    tree.reserve(count.min(r.remaining() / 30));
+    let fit = usize::try_from(r.remaining() / 30).unwrap_or(usize::MAX);
+    tree.reserve(count.min(fit));
     if count >= parallel_from {
-        r = read_nodes_on_two_threads(&mut tree, r, count, &acl_ids)?;
+        read_nodes_on_two_threads(&mut tree, &mut r, count, &acl_ids)?;
     } else {
         let preparer = tree.record_preparer();
         for _ in 0..count {
-            let bytes = next_record(&mut r)?;
+            let bytes = r.next_record()?;
             let prepared = preparer
                 .prepare(bytes, &acl_ids)
                 .map_err(RestoreError::Inconsistent)?;
@@ -298,11 +425,10 @@ fn read_with(
     }
     tree.restore_finish().map_err(RestoreError::Inconsistent)?;
     let mut sessions = BTreeMap::new();
-    let count = r.read_i32()?;
+    let count = r.decode(|r| r.read_i32())?;
     for _ in 0..count.max(0) {
-        let id = r.read_i64()?;
-        let timeout_ms = r.read_i32()?;
-        let passwd = r.read_buffer()?;
+        let (id, timeout_ms, passwd) =
+            r.decode(|r| Ok((r.read_i64()?, r.read_i32()?, r.read_buffer()?)))?;
         sessions.insert(
             id,
             Session {
@@ -312,8 +438,9 @@ fn read_with(
             },
         );
     }
-    if !r.is_empty() {
-        return Err(DecodeError::TrailingBytes(r.remaining()).into());
+    if r.remaining() > 0 {
+        let trailing = usize::try_from(r.remaining()).unwrap_or(usize::MAX);
+        return Err(DecodeError::TrailingBytes(trailing).into());
     }
     Ok(Image {
         last_zxid,
@@ -351,12 +478,22 @@ mod tests {
         out
     }
 
-    fn restored(bytes: &[u8], parallel_from: usize) -> Result<Vec<u8>, RestoreError> {
-        let image = read_with(false, 0, bytes, parallel_from)?;
+    /// Restores `bytes` (on two threads when `parallel_from` is 0, reading `chunk` bytes at a
+    /// time) and writes the result back as a snapshot.
+    fn restored_with(
+        bytes: &[u8],
+        parallel_from: usize,
+        chunk: usize,
+    ) -> Result<Vec<u8>, RestoreError> {
+        let image = read_with(false, 0, bytes, bytes.len() as u64, parallel_from, chunk)?;
         let mut out = Vec::new();
         let capture = SnapshotCapture::new(image.last_zxid, &image.tree, &image.sessions);
         assert!(capture.write_to(&mut out).is_ok());
         Ok(out)
+    }
+
+    fn restored(bytes: &[u8], parallel_from: usize) -> Result<Vec<u8>, RestoreError> {
+        restored_with(bytes, parallel_from, READ_CHUNK)
     }
 
     fn at(bytes: &[u8], needle: &[u8]) -> usize {
@@ -378,8 +515,52 @@ mod tests {
     }
 
     #[test]
+    fn any_read_size_restores_the_same_tree() {
+        let snap = sample(2 * BATCH as i64);
+        for chunk in [1, 7, 64, 4096, READ_CHUNK] {
+            for parallel_from in [0, usize::MAX] {
+                let back = restored_with(&snap, parallel_from, chunk);
+                assert!(
+                    back.as_ref() == Ok(&snap),
+                    "chunk {chunk}, parallel from {parallel_from}: {:?}",
+                    back.err()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_source_shorter_or_longer_than_its_stated_length_is_an_error() {
+        let snap = sample(100);
+        let n = snap.len() as u64;
+        // The source ends early.
+        let short = read_with(false, 0, &snap[..snap.len() - 10], n, 0, 7).err();
+        assert!(
+            matches!(&short, Some(RestoreError::Io(m)) if m.contains("10 bytes before")),
+            "{short:?}"
+        );
+        // The stated length cuts the sessions off, or leaves bytes after them.
+        assert!(matches!(
+            read_with(false, 0, &snap[..], n - 1, 0, 7).err(),
+            Some(RestoreError::Decode(DecodeError::Truncated { .. }))
+        ));
+        let mut longer = snap.clone();
+        longer.extend_from_slice(b"xyz");
+        assert_eq!(
+            read_with(false, 0, &longer[..], n + 3, 0, 7).err(),
+            Some(RestoreError::Decode(DecodeError::TrailingBytes(3)))
+        );
+        // A reader is never read past the stated length.
+        let mut src = &longer[..];
+        assert!(read_with(false, 0, src.by_ref(), n, 0, 7).is_ok());
+        assert_eq!(src, b"xyz");
+    }
+
+    #[test]
     fn two_threads_report_the_first_bad_record_as_one_thread_does() {
         let snap = sample(3 * BATCH as i64);
+        // The records cross every read boundary with chunks of 7 bytes.
+        let restored = |bytes: &[u8], parallel_from| restored_with(bytes, parallel_from, 7);
         // A duplicate path (found by the inserting thread) early, a bad path (found by the
         // reading thread) late; then each of them alone.
         let dup = at(&snap, b"/d/n002000");

@@ -43,7 +43,22 @@ impl Core {
     /// # Errors
     /// [`RestoreError`] for anything that is not a consistent snapshot; never panics.
     pub fn restore(config: Config, now: i64, bytes: &[u8]) -> Result<Core, RestoreError> {
-        let image = snapshot::read(config.extended_types, config.hash_seed, bytes)?;
+        Core::restore_from(config, now, bytes, bytes.len() as u64)
+    }
+
+    /// [`Core::restore`] from `len` bytes of a reader (a snapshot file, say), read in chunks of
+    /// about a megabyte: the image is never in memory whole. `src` is read on a second thread
+    /// while this one builds the tree (from 50,000 nodes on); it is not read past `len`.
+    ///
+    /// # Errors
+    /// As [`Core::restore`]; [`RestoreError::Io`] when `src` fails or ends before `len`.
+    pub fn restore_from(
+        config: Config,
+        now: i64,
+        src: impl std::io::Read + Send,
+        len: u64,
+    ) -> Result<Core, RestoreError> {
+        let image = snapshot::read(config.extended_types, config.hash_seed, src, len)?;
         let mut core = Core::with_tree(config, now, image.tree);
         core.last_zxid = image.last_zxid;
         core.sessions = image.sessions;

@@ -31,9 +31,8 @@ pub struct RecoveryStats {
     pub last_zxid: i64,
     /// Wall-clock time the recovery took, in microseconds.
     pub micros: u64,
-    /// Of that, reading and checking the snapshot file.
-    pub read_micros: u64,
-    /// Of that, rebuilding the tree from the snapshot body.
+    /// Of that, reading the snapshot file and rebuilding the tree from it (at once: the
+    /// file is read in chunks while the tree is built).
     pub restore_micros: u64,
     /// Of that, reading and replaying the WAL records.
     pub replay_micros: u64,
@@ -57,35 +56,53 @@ pub fn recover(
 ) -> Result<(Core, RecoveryStats)> {
     let started = Instant::now();
     let mut stats = RecoveryStats::default();
-    let latest = snapshots.latest_valid()?;
-    stats.read_micros = micros_since(started);
-    let restore_started = Instant::now();
-    let mut core = match latest {
-        Some(snap) => {
-            stats.snapshot_zxid = Some(snap.zxid);
-            stats.snapshot_bytes = snap.body().len() as u64;
-            let core =
-                Core::restore(config, now, snap.body()).map_err(|e| StorageError::Corruption {
-                    file: snap.path.clone(),
-                    offset: 16,
-                    reason: format!("snapshot body does not restore: {e}"),
-                })?;
-            if core.last_zxid() != snap.zxid {
-                return Err(StorageError::Corruption {
-                    file: snap.path,
-                    offset: 8,
-                    reason: format!(
-                        "snapshot named {:#x} holds state at {:#x}",
-                        snap.zxid,
-                        core.last_zxid()
-                    ),
-                });
+    // The newest snapshot that verifies, as `SnapshotStore::latest_valid` picks it, but
+    // streamed: never the whole file in memory.
+    let mut core = None;
+    for (_, path) in snapshots.list()? {
+        let body = match SnapshotStore::open_body(&path) {
+            Ok(body) => body,
+            Err(e @ StorageError::Corruption { .. }) => {
+                tracing::warn!(file = %path.display(), error = %e, "skipping damaged snapshot");
+                continue;
             }
-            core
+            Err(e) => return Err(e),
+        };
+        let (zxid, len) = (body.zxid, body.len());
+        // Restored while it is read; the checksum is known only at the end, so a restore
+        // from a damaged file is thrown away then, and the next older snapshot is tried.
+        let mut body = body;
+        let restored = Core::restore_from(config.clone(), now, &mut body, len);
+        match body.finish() {
+            Ok(()) => {}
+            Err(e @ StorageError::Corruption { .. }) => {
+                tracing::warn!(file = %path.display(), error = %e, "skipping damaged snapshot");
+                continue;
+            }
+            Err(e) => return Err(e),
         }
-        None => Core::new(config, now),
-    };
-    stats.restore_micros = micros_since(restore_started);
+        let restored = restored.map_err(|e| StorageError::Corruption {
+            file: path.clone(),
+            offset: 16,
+            reason: format!("snapshot body does not restore: {e}"),
+        })?;
+        if restored.last_zxid() != zxid {
+            return Err(StorageError::Corruption {
+                file: path,
+                offset: 8,
+                reason: format!(
+                    "snapshot named {zxid:#x} holds state at {:#x}",
+                    restored.last_zxid()
+                ),
+            });
+        }
+        stats.snapshot_zxid = Some(zxid);
+        stats.snapshot_bytes = len;
+        core = Some(restored);
+        break;
+    }
+    let mut core = core.unwrap_or_else(|| Core::new(config, now));
+    stats.restore_micros = micros_since(started);
     let replay_started = Instant::now();
     let from = core.last_zxid().saturating_add(1);
     let (replayed, replayed_bytes) = replay(&mut core, wal, from)?;
@@ -103,7 +120,6 @@ pub fn recover(
         replayed_bytes = stats.replayed_bytes,
         last_zxid = format_args!("{:#x}", stats.last_zxid),
         took = ?Duration::from_micros(stats.micros),
-        reading = ?Duration::from_micros(stats.read_micros),
         restoring = ?Duration::from_micros(stats.restore_micros),
         replaying = ?Duration::from_micros(stats.replay_micros),
         "state recovered"
@@ -214,7 +230,7 @@ mod tests {
     use zkit_core::TxnOp;
 
     use super::*;
-    use crate::storage::wal::WalOptions;
+    use crate::storage::wal::{FsyncMode, WalOptions};
 
     /// Enough records for several hand-overs between the two threads of a replay.
     const N: i64 = 3 * REPLAY_BATCH as i64;
@@ -253,6 +269,73 @@ mod tests {
                 z => (z, payload(z)),
             })
             .collect()
+    }
+
+    /// A data dir whose WAL holds txns 1..=9 and whose snapshots are at 5 and 9 (the cores
+    /// after those txns). The newest one's body is `body` instead when given (its checksum
+    /// then holds), and its file has the body byte `flip` flipped when given.
+    fn data_dir(
+        body: Option<&[u8]>,
+        flip: Option<usize>,
+    ) -> (tempfile::TempDir, SnapshotStore, Wal) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (mut wal, _) = Wal::open(dir.path().join("wal"), WalOptions::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let records: Vec<(i64, Vec<u8>)> = (1..=9).map(|z| (z, payload(z))).collect();
+        assert!(wal.append_batch(&records).and_then(|()| wal.sync()).is_ok());
+        let store = SnapshotStore::open(dir.path().join("snap"), FsyncMode::Always)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut core = Core::new(Config::default(), 0);
+        for z in 1..=9 {
+            core.apply(&Txn::decode(&payload(z)).unwrap_or_else(|e| panic!("{e}")));
+            if z == 5 {
+                assert!(store.write_snapshot(5, &core.snapshot()).is_ok());
+            }
+        }
+        let newest = body.map_or_else(|| core.snapshot(), <[u8]>::to_vec);
+        let path = store
+            .write_snapshot(9, &newest)
+            .unwrap_or_else(|e| panic!("{e}"));
+        if let Some(at) = flip {
+            let mut file = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+            file[16 + at] ^= 0x40;
+            assert!(std::fs::write(&path, file).is_ok());
+        }
+        (dir, store, wal)
+    }
+
+    fn recovered(store: &SnapshotStore, wal: &Wal) -> std::result::Result<RecoveryStats, String> {
+        recover(store, wal, Config::default(), 0)
+            .map(|(core, stats)| {
+                assert_eq!(core.last_zxid(), 9);
+                stats
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn recovery_streams_the_newest_snapshot_that_verifies() {
+        let (_dir, store, wal) = data_dir(None, None);
+        let stats = recovered(&store, &wal).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((stats.snapshot_zxid, stats.replayed), (Some(9), 0));
+
+        // A damaged body fails its checksum, found once it has been read; the restore from
+        // it is thrown away (even one that stopped at once, on a bad header) and the older
+        // snapshot is used, with the WAL after it.
+        for at in [0, 20] {
+            let (_dir, store, wal) = data_dir(None, Some(at));
+            let stats = recovered(&store, &wal).unwrap_or_else(|e| panic!("byte {at}: {e}"));
+            assert_eq!(
+                (stats.snapshot_zxid, stats.replayed),
+                (Some(5), 4),
+                "byte {at}"
+            );
+        }
+
+        // A body that verifies but is not a state is corruption, not a reason to go back.
+        let (_dir, store, wal) = data_dir(Some(b"not a state"), None);
+        let err = recovered(&store, &wal).err().unwrap_or_default();
+        assert!(err.contains("snapshot body does not restore"), "{err}");
     }
 
     #[test]

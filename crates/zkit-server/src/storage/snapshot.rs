@@ -7,10 +7,12 @@
 //!   trailer 16 bytes    body length u64 | crc32c(body) u32 | magic "NSKZ"
 //! ```
 //!
-//! The checksum sits in a trailer so a large state can be streamed out without a second pass.
+//! The checksum sits in a trailer so a large state can be streamed out, and read back
+//! ([`SnapshotStore::open_body`]), without a second pass.
 //! A snapshot is written to `snap-….tmp`, fsynced, renamed into place and the directory fsynced:
 //! a visible `snap-…` file is always complete, unless the disk damaged it later, and then
-//! [`SnapshotStore::latest_valid`] falls back to the next newest one. Pruning keeps the newest N
+//! [`SnapshotStore::latest_valid`] (and recovery, which streams) falls back to the next
+//! newest one. Pruning keeps the newest N
 //! snapshots and the WAL segments the oldest of them still needs. This module never interprets
 //! the body.
 
@@ -43,16 +45,103 @@ pub struct Snapshot {
     pub zxid: i64,
     /// Its file.
     pub path: PathBuf,
-    /// The whole file; the body is `file[HEADER_LEN..body_end]` (kept in place: moving a
-    /// snapshot of a gigabyte and more to the buffer's start would cost a copy of it).
-    file: Vec<u8>,
-    body_end: usize,
+    body: Vec<u8>,
 }
 
 impl Snapshot {
     /// The body exactly as written.
     pub fn body(&self) -> &[u8] {
-        &self.file[HEADER_LEN..self.body_end]
+        &self.body
+    }
+}
+
+/// The body of one snapshot file, read in order through [`std::io::Read`] with its checksum
+/// computed on the way ([`SnapshotStore::open_body`]). What it yields is unverified until
+/// [`SnapshotBody::finish`] says the checksum holds.
+#[derive(Debug)]
+pub struct SnapshotBody {
+    /// The zxid of the last txn in the image.
+    pub zxid: i64,
+    /// Its file.
+    pub path: PathBuf,
+    file: fs::File,
+    len: u64,
+    read: u64,
+    crc: u32,
+    want_crc: u32,
+    /// The first read error, kept for [`SnapshotBody::finish`] (a reader's caller may only
+    /// see that reading stopped).
+    error: Option<io::Error>,
+}
+
+impl SnapshotBody {
+    /// The body's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the body is empty (never, for a snapshot zkit wrote).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Reads what is left of the body and checks the checksum over all of it.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when reading failed (also earlier, through `Read`);
+    /// [`StorageError::Corruption`] when the checksum does not match.
+    pub fn finish(mut self) -> Result<()> {
+        let mut rest = [0u8; 64 * 1024];
+        while self.error.is_none() && io::Read::read(&mut self, &mut rest).is_ok_and(|n| n > 0) {}
+        if let Some(err) = self.error.take() {
+            return Err(StorageError::io(
+                format!("read {}", self.path.display()),
+                err,
+            ));
+        }
+        if self.read != self.len {
+            return Err(StorageError::Corruption {
+                file: self.path.clone(),
+                offset: HEADER_LEN as u64 + self.read,
+                reason: "snapshot shorter than its trailer says".into(),
+            });
+        }
+        if self.crc != self.want_crc {
+            return Err(StorageError::Corruption {
+                file: self.path.clone(),
+                offset: HEADER_LEN as u64,
+                reason: "snapshot checksum mismatch".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl io::Read for SnapshotBody {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let left = self.len - self.read;
+        let n = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        match self
+            .file
+            .read_at(&mut buf[..n], HEADER_LEN as u64 + self.read)
+        {
+            Ok(got) => {
+                self.crc = crc32c::crc32c_append(self.crc, &buf[..got]);
+                self.read += got as u64;
+                Ok(got)
+            }
+            // Retried by the caller, as `Read` says.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                let copy = io::Error::new(e.kind(), e.to_string());
+                self.error.get_or_insert(e);
+                Err(copy)
+            }
+        }
     }
 }
 
@@ -206,23 +295,52 @@ impl SnapshotStore {
     /// [`StorageError::Corruption`] when magic, version, zxid, length or checksum is wrong;
     /// [`StorageError::Io`] when it cannot be read.
     pub fn read(path: &Path) -> Result<Snapshot> {
-        let buf = fs::read(path).ctx(|| format!("read {}", path.display()))?;
-        let corrupt = |offset: usize, reason: &str| StorageError::Corruption {
+        let mut body = Self::open_body(path)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(body.len()).unwrap_or(0));
+        // A read error is kept by the body and reported by `finish`.
+        let _ = io::Read::read_to_end(&mut body, &mut bytes);
+        let zxid = body.zxid;
+        body.finish()?;
+        Ok(Snapshot {
+            zxid,
+            path: path.to_path_buf(),
+            body: bytes,
+        })
+    }
+
+    /// Opens one snapshot file to stream its body ([`SnapshotBody`]): the header, the trailer
+    /// and the length are checked here, the checksum by [`SnapshotBody::finish`] once the
+    /// body has been read.
+    ///
+    /// # Errors
+    /// [`StorageError::Corruption`] when magic, version, zxid or length is wrong;
+    /// [`StorageError::Io`] when it cannot be read.
+    pub fn open_body(path: &Path) -> Result<SnapshotBody> {
+        use std::os::unix::fs::FileExt;
+        let corrupt = |offset: u64, reason: &str| StorageError::Corruption {
             file: path.to_path_buf(),
-            offset: offset as u64,
+            offset,
             reason: reason.to_owned(),
         };
-        if buf.len() < HEADER_LEN + TRAILER_LEN {
+        let file = fs::File::open(path).ctx(|| format!("open {}", path.display()))?;
+        let size = file
+            .metadata()
+            .ctx(|| format!("stat {}", path.display()))?
+            .len();
+        if size < (HEADER_LEN + TRAILER_LEN) as u64 {
             return Err(corrupt(0, "snapshot shorter than header and trailer"));
         }
-        if buf[0..4] != SNAPSHOT_MAGIC {
+        let mut header = [0u8; HEADER_LEN];
+        file.read_exact_at(&mut header, 0)
+            .ctx(|| format!("read {}", path.display()))?;
+        if header[0..4] != SNAPSHOT_MAGIC {
             return Err(corrupt(0, "bad snapshot magic"));
         }
-        if buf[4..8] != SNAPSHOT_VERSION.to_le_bytes() {
+        if header[4..8] != SNAPSHOT_VERSION.to_le_bytes() {
             return Err(corrupt(4, "unsupported snapshot version"));
         }
         let mut z = [0u8; 8];
-        z.copy_from_slice(&buf[8..16]);
+        z.copy_from_slice(&header[8..16]);
         let zxid = i64::from_le_bytes(z);
         if path
             .file_name()
@@ -232,25 +350,30 @@ impl SnapshotStore {
         {
             return Err(corrupt(8, "zxid in header does not match the file name"));
         }
-        let t = buf.len() - TRAILER_LEN;
-        let mut l = [0u8; 8];
-        l.copy_from_slice(&buf[t..t + 8]);
-        let mut c = [0u8; 4];
-        c.copy_from_slice(&buf[t + 8..t + 12]);
-        if buf[t + 12..] != SNAPSHOT_END_MAGIC {
+        let t = size - TRAILER_LEN as u64;
+        let mut trailer = [0u8; TRAILER_LEN];
+        file.read_exact_at(&mut trailer, t)
+            .ctx(|| format!("read {}", path.display()))?;
+        if trailer[12..] != SNAPSHOT_END_MAGIC {
             return Err(corrupt(t, "bad snapshot trailer (incomplete file?)"));
         }
-        if u64::from_le_bytes(l) != (t - HEADER_LEN) as u64 {
+        let mut l = [0u8; 8];
+        l.copy_from_slice(&trailer[..8]);
+        let len = t - HEADER_LEN as u64;
+        if u64::from_le_bytes(l) != len {
             return Err(corrupt(t, "snapshot length mismatch"));
         }
-        if crc32c::crc32c(&buf[HEADER_LEN..t]) != u32::from_le_bytes(c) {
-            return Err(corrupt(HEADER_LEN, "snapshot checksum mismatch"));
-        }
-        Ok(Snapshot {
+        let mut c = [0u8; 4];
+        c.copy_from_slice(&trailer[8..12]);
+        Ok(SnapshotBody {
             zxid,
             path: path.to_path_buf(),
-            file: buf,
-            body_end: t,
+            file,
+            len,
+            read: 0,
+            crc: 0,
+            want_crc: u32::from_le_bytes(c),
+            error: None,
         })
     }
 
