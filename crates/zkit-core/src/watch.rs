@@ -145,6 +145,12 @@ impl WatchTable {
         matched
     }
 
+    /// Whether [`WatchTable::trigger`] on `path` could match a registration: one on the path
+    /// itself, or any recursive one (which may be on an ancestor). Never false when it could.
+    pub fn may_match(&self, path: &str) -> bool {
+        self.recursive > 0 || self.by_path.contains_key(path)
+    }
+
     /// Number of (path, connection) registrations.
     pub fn count(&self) -> usize {
         self.by_path.values().map(BTreeMap::len).sum()

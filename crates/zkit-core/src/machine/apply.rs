@@ -96,9 +96,9 @@ impl Core {
             }
             TxnOp::CloseSession => {
                 for path in self.tree.ephemerals_of(txn.session) {
-                    let acl = self.acl_of(&path);
+                    let acl = self.acl_if_watched(&path);
                     if self.tree.delete(&path, zxid).is_ok() {
-                        self.fire_deleted(&path, &acl);
+                        self.fire_deleted(&path, acl.as_deref());
                     }
                 }
                 self.sessions.remove(&txn.session);
@@ -120,17 +120,17 @@ impl Core {
                 txn.time,
             ) {
                 Ok(stat) => {
-                    self.fire(path, event_type::NODE_CREATED, true, false, acl);
+                    self.fire(path, event_type::NODE_CREATED, true, false, Some(acl));
                     self.fire_parent_children_changed(path);
                     OpOutcome::ok(path, Some(stat))
                 }
                 Err(e) => OpOutcome::err(e),
             },
             TxnOp::Delete { path } | TxnOp::DeleteContainer { path } => {
-                let acl = self.acl_of(path);
+                let acl = self.acl_if_watched(path);
                 match self.tree.delete(path, zxid) {
                     Ok(()) => {
-                        self.fire_deleted(path, &acl);
+                        self.fire_deleted(path, acl.as_deref());
                         OpOutcome::ok(path, None)
                     }
                     Err(e) => OpOutcome::err(e),
@@ -146,8 +146,7 @@ impl Core {
                     .set_data(path, data.as_deref(), *version, zxid, txn.time)
                 {
                     Ok(stat) => {
-                        let acl = self.acl_of(path);
-                        self.fire(path, event_type::NODE_DATA_CHANGED, true, false, &acl);
+                        self.fire(path, event_type::NODE_DATA_CHANGED, true, false, None);
                         OpOutcome::ok(path, Some(stat))
                     }
                     Err(e) => OpOutcome::err(e),
@@ -184,12 +183,20 @@ impl Core {
             .map_or_else(|| Arc::from(Vec::new()), |n| n.acl_shared())
     }
 
+    /// The ACL of `path` when a watch could fire on it (see [`WatchTable::may_match`]), read
+    /// before a delete for the NodeDeleted events; `None` saves the lookup when none can.
+    fn acl_if_watched(&self, path: &str) -> Option<Arc<[Acl]>> {
+        (self.data_watches.may_match(path) || self.child_watches.may_match(path))
+            .then(|| self.acl_of(path))
+    }
+
     /// Fires `event_type` on `path` in the data and/or child table, one event per connection.
-    /// `acl` is the node's ACL at the trigger (for NodeDeleted, before the delete): only
-    /// connections that may READ it get the event. The watch is consumed either way, as in
-    /// Apache's `WatchManager.triggerWatch` + `ServerCnxn.process(event, acl)`
-    /// (CVE-2024-23944, ZOOKEEPER-4799; in Debian's 3.8.0-11+deb12u2 too).
-    fn fire(&mut self, path: &str, kind: i32, data: bool, child: bool, acl: &[Acl]) {
+    /// `acl` is the node's ACL at the trigger (for NodeDeleted, before the delete; `None`:
+    /// read from the tree now, and only when a watch fires): only connections that may READ
+    /// it get the event. The watch is consumed either way, as in Apache's
+    /// `WatchManager.triggerWatch` + `ServerCnxn.process(event, acl)` (CVE-2024-23944,
+    /// ZOOKEEPER-4799; in Debian's 3.8.0-11+deb12u2 too).
+    fn fire(&mut self, path: &str, kind: i32, data: bool, child: bool, acl: Option<&[Acl]>) {
         let mut conns = BTreeSet::new();
         let children_changed = kind == event_type::NODE_CHILDREN_CHANGED;
         if data {
@@ -198,6 +205,17 @@ impl Core {
         if child {
             conns.extend(self.child_watches.trigger(path, children_changed));
         }
+        if conns.is_empty() {
+            return;
+        }
+        let read;
+        let acl = match acl {
+            Some(acl) => acl,
+            None => {
+                read = self.acl_of(path);
+                &read
+            }
+        };
         let conns = conns
             .into_iter()
             .filter(|c| acl::check(acl, perms::READ, &self.auth_info(*c)).is_ok())
@@ -207,7 +225,7 @@ impl Core {
 
     /// `DataTree.deleteNode`'s triggers: NodeDeleted to data and child watchers of the path
     /// (once per connection), NodeChildrenChanged to child watchers of the parent.
-    fn fire_deleted(&mut self, path: &str, acl: &[Acl]) {
+    fn fire_deleted(&mut self, path: &str, acl: Option<&[Acl]>) {
         self.fire(path, event_type::NODE_DELETED, true, true, acl);
         self.fire_parent_children_changed(path);
     }
@@ -215,14 +233,7 @@ impl Core {
     /// NodeChildrenChanged to the child watchers of `path`'s parent (after a create or delete).
     fn fire_parent_children_changed(&mut self, path: &str) {
         if let Some(parent) = path::parent_of(path) {
-            let parent_acl = self.acl_of(parent);
-            self.fire(
-                parent,
-                event_type::NODE_CHILDREN_CHANGED,
-                false,
-                true,
-                &parent_acl,
-            );
+            self.fire(parent, event_type::NODE_CHILDREN_CHANGED, false, true, None);
         }
     }
 
