@@ -273,11 +273,10 @@ impl<R: Read> Stream<R> {
     }
 }
 
-/// Restores `count` node records from `stream` into `tree`: a second thread reads, checks
-/// and copies them ([`RecordPreparer`](crate::tree::RecordPreparer)) and hands them over in
-/// batches; this thread puts them into the tree, in the snapshot's order, so the result is
-/// the one a single thread builds. The first bad record in that order is the error, as on one
-/// thread.
+/// Restores `count` node records from `stream` into `tree`: a second thread reads, checks and
+/// copies them (the tree's `RecordPreparer`) and hands them over in batches; this thread puts
+/// them into the tree, in the snapshot's order, so the result is the one a single thread
+/// builds. The first bad record in that order is the error, as on one thread.
 fn read_nodes_on_two_threads<R: Read + Send>(
     tree: &mut DataTree,
     stream: &mut Stream<R>,
