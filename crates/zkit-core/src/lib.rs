@@ -58,6 +58,7 @@ pub mod session;
 mod snapshot;
 mod state;
 pub mod tree;
+pub mod two_threads;
 pub mod txn;
 pub mod watch;
 

@@ -274,9 +274,9 @@ impl<R: Read> Stream<R> {
 }
 
 /// Restores `count` node records from `stream` into `tree`: a second thread reads, checks and
-/// copies them (the tree's `RecordPreparer`) and hands them over in batches; this thread puts
-/// them into the tree, in the snapshot's order, so the result is the one a single thread
-/// builds. The first bad record in that order is the error, as on one thread.
+/// copies them (the tree's `RecordPreparer`), this one puts them into the tree in the
+/// snapshot's order ([`crate::two_threads::run`]), so the result, and the first bad record
+/// reported, are the ones of a single thread.
 fn read_nodes_on_two_threads<R: Read + Send>(
     tree: &mut DataTree,
     stream: &mut Stream<R>,
@@ -284,60 +284,25 @@ fn read_nodes_on_two_threads<R: Read + Send>(
     acl_ids: &BTreeMap<u32, u32>,
 ) -> Result<(), RestoreError> {
     let preparer = tree.record_preparer();
-    std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel(8);
-        let producer = scope.spawn(move || {
-            let mut batch = Vec::with_capacity(BATCH);
+    crate::two_threads::run(
+        BATCH,
+        move |emit| {
             for _ in 0..count {
-                let prepared = stream.next_record().and_then(|bytes| {
-                    preparer
-                        .prepare(bytes, acl_ids)
-                        .map_err(RestoreError::Inconsistent)
-                });
-                match prepared {
-                    Ok(prepared) => batch.push(prepared),
-                    Err(err) => {
-                        // What came before the bad record still goes in (the inserting side
-                        // may find an earlier error, which is the one to report).
-                        let _ = tx.send(batch);
-                        return Err(err);
-                    }
-                }
-                if batch.len() == BATCH
-                    && tx
-                        .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
-                        .is_err()
-                {
-                    // The inserting side stopped at an error of its own.
-                    return Ok(());
+                let bytes = stream.next_record()?;
+                let prepared = preparer
+                    .prepare(bytes, acl_ids)
+                    .map_err(RestoreError::Inconsistent)?;
+                if !emit(prepared) {
+                    break;
                 }
             }
-            let _ = tx.send(batch);
             Ok(())
-        });
-        // Takes the receiver: when it returns (at an error too), the channel closes, so the
-        // reading thread can never be left blocked on a full channel.
-        let inserted = insert_batches(tree, rx);
-        let read = producer
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        inserted?;
-        read
-    })
-}
-
-/// The inserting half of [`read_nodes_on_two_threads`].
-fn insert_batches(
-    tree: &mut DataTree,
-    rx: std::sync::mpsc::Receiver<Vec<crate::tree::PreparedRecord>>,
-) -> Result<(), RestoreError> {
-    for batch in rx {
-        for prepared in batch {
+        },
+        |prepared| {
             tree.restore_prepared(prepared)
-                .map_err(RestoreError::Inconsistent)?;
-        }
-    }
-    Ok(())
+                .map_err(RestoreError::Inconsistent)
+        },
+    )
 }
 
 /// What a snapshot holds, read back and validated.

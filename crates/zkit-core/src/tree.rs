@@ -24,7 +24,6 @@
 mod index;
 mod record;
 mod restore;
-pub(crate) use restore::PreparedRecord;
 mod slots;
 pub(crate) mod stored;
 

@@ -4,33 +4,10 @@
 
 mod common;
 
-use std::net::SocketAddr;
-
-use common::{client, four_letter, WAIT};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use common::{client, four_letter, http_get};
+use tokio::io::AsyncReadExt;
 use zkit_client::{Acls, CreateMode};
 use zkit_server::{Server, ServerConfig};
-
-async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: zkit\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(WAIT, stream.read_to_string(&mut out))
-        .await
-        .expect("admin answered in time")
-        .unwrap();
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status line");
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
 
 #[tokio::test]
 async fn four_letter_words_in_zookeeper_formats() {

@@ -8,23 +8,13 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{client, WAIT};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use common::{client, http_get};
 use zkit_client::{Acls, CreateMode};
 use zkit_server::storage::failpoint;
 use zkit_server::{Server, ServerConfig};
 
 async fn fsync_histogram(admin: SocketAddr) -> (f64, u64) {
-    let mut stream = tokio::net::TcpStream::connect(admin).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: zkit\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(WAIT, stream.read_to_string(&mut out))
-        .await
-        .expect("admin answered in time")
-        .unwrap();
+    let (_, out) = http_get(admin, "/metrics").await;
     let value = |name: &str| {
         out.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))

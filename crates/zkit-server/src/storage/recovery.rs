@@ -60,7 +60,7 @@ pub fn recover(
     // streamed: never the whole file in memory.
     let mut core = None;
     for (_, path) in snapshots.list()? {
-        let body = match SnapshotStore::open_body(&path) {
+        let mut body = match SnapshotStore::open_body(&path) {
             Ok(body) => body,
             Err(e @ StorageError::Corruption { .. }) => {
                 tracing::warn!(file = %path.display(), error = %e, "skipping damaged snapshot");
@@ -71,7 +71,6 @@ pub fn recover(
         let (zxid, len) = (body.zxid, body.len());
         // Restored while it is read; the checksum is known only at the end, so a restore
         // from a damaged file is thrown away then, and the next older snapshot is tried.
-        let mut body = body;
         let restored = Core::restore_from(config.clone(), now, &mut body, len);
         match body.finish() {
             Ok(()) => {}
@@ -131,72 +130,32 @@ pub fn recover(
 const REPLAY_BATCH: usize = 1024;
 
 /// Replays the WAL records from `from` on into `core`; returns how many, and their size in
-/// the log. A second thread reads the records (checksums), decodes them into txns and hands
-/// them over in batches while this one applies them, in log order: the first bad record in
-/// that order is the error, as on one thread.
+/// the log. A second thread reads the records (checksums) and decodes them into txns while
+/// this one applies them, in log order ([`zkit_core::two_threads::run`]): the first bad record
+/// in that order is the error, as on one thread.
 fn replay(core: &mut Core, wal: &Wal, from: i64) -> Result<(u64, u64)> {
-    std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Txn, u64)>>(8);
-        let reader = scope.spawn(move || -> Result<()> {
-            let mut batch = Vec::with_capacity(REPLAY_BATCH);
+    let (mut replayed, mut replayed_bytes) = (0, 0);
+    zkit_core::two_threads::run(
+        REPLAY_BATCH,
+        |emit| {
             for record in wal.read_from(from) {
-                let decoded = record.and_then(|record| {
-                    let txn = Txn::decode(&record.payload)
-                        .map_err(|e| corrupt_record(wal, record.zxid, e))?;
-                    if txn.zxid != record.zxid {
-                        return Err(corrupt_record(
-                            wal,
-                            record.zxid,
-                            format!("record holds txn {:#x}", txn.zxid),
-                        ));
-                    }
-                    Ok((txn, (RECORD_HEADER_LEN + record.payload.len()) as u64))
-                });
-                match decoded {
-                    Ok(decoded) => batch.push(decoded),
-                    Err(err) => {
-                        // The txns before the bad record are applied first (the applying
-                        // side may find an earlier error, which is the one to report).
-                        let _ = tx.send(batch);
-                        return Err(err);
-                    }
+                let record = record?;
+                let txn = Txn::decode(&record.payload)
+                    .map_err(|e| corrupt_record(wal, record.zxid, e))?;
+                if txn.zxid != record.zxid {
+                    return Err(corrupt_record(
+                        wal,
+                        record.zxid,
+                        format!("record holds txn {:#x}", txn.zxid),
+                    ));
                 }
-                if batch.len() == REPLAY_BATCH
-                    && tx
-                        .send(std::mem::replace(
-                            &mut batch,
-                            Vec::with_capacity(REPLAY_BATCH),
-                        ))
-                        .is_err()
-                {
-                    // The applying side stopped at an error of its own.
-                    return Ok(());
+                if !emit((txn, (RECORD_HEADER_LEN + record.payload.len()) as u64)) {
+                    break;
                 }
             }
-            let _ = tx.send(batch);
             Ok(())
-        });
-        // Takes the receiver: when it returns (at an error too), the channel closes, so the
-        // reading thread is never left blocked on a full channel.
-        let applied = apply_batches(core, wal, rx);
-        let read = reader
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        let applied = applied?;
-        read?;
-        Ok(applied)
-    })
-}
-
-/// The applying half of [`replay`].
-fn apply_batches(
-    core: &mut Core,
-    wal: &Wal,
-    rx: std::sync::mpsc::Receiver<Vec<(Txn, u64)>>,
-) -> Result<(u64, u64)> {
-    let (mut replayed, mut replayed_bytes) = (0, 0);
-    for batch in rx {
-        for (txn, bytes) in batch {
+        },
+        |(txn, bytes): (Txn, u64)| {
             // The core numbers txns consecutively; a jump means a segment went missing
             // between the snapshot and this record, and replaying past it would silently
             // lose writes.
@@ -211,8 +170,9 @@ fn apply_batches(
             core.apply(&txn);
             replayed += 1;
             replayed_bytes += bytes;
-        }
-    }
+            Ok(())
+        },
+    )?;
     Ok((replayed, replayed_bytes))
 }
 

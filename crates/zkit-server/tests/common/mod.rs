@@ -129,3 +129,25 @@ pub async fn client(addr: SocketAddr) -> zkit_client::Client {
         .await
         .expect("zkit-client session")
 }
+
+/// `GET path` from an HTTP server (the admin endpoint): the status and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: zkit\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut out))
+        .await
+        .expect("admin answered in time")
+        .unwrap();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
