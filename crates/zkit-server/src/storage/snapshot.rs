@@ -12,9 +12,8 @@
 //! A snapshot is written to `snap-….tmp`, fsynced, renamed into place and the directory fsynced:
 //! a visible `snap-…` file is always complete, unless the disk damaged it later, and then
 //! [`SnapshotStore::latest_valid`] (and recovery, which streams) falls back to the next
-//! newest one. Pruning keeps the newest N
-//! snapshots and the WAL segments the oldest of them still needs. This module never interprets
-//! the body.
+//! newest one. Pruning keeps the newest N snapshots and the WAL segments the oldest of them
+//! still needs. This module never interprets the body.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufWriter, Write};
