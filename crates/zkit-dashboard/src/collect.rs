@@ -7,9 +7,9 @@
 //! # The scan
 //! Breadth-first from each configured root (default `/`), one `getChildren` per node, at most
 //! [`crate::DashboardConfig::node_budget`] nodes per scan (the page says when it was cut).
-//! It does not descend into `/zookeeper` nor into nodes whose name ends in a 10-digit sequence
-//! number (lock contenders, queue items, latch nodes: leaves in every recipe). Owners of
-//! contender nodes come from `dump` when the server answers it, else from one `exists` each.
+//! It does not descend into `/zookeeper` nor into the members of a recipe (lock contenders,
+//! queue items, latch nodes: leaves in every recipe; see [`recipes::recipe_members`]). Owners
+//! of contender nodes come from `dump` when the server answers it, else from one `exists` each.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -436,9 +436,10 @@ async fn scan(zk: &Zk, roots: &[String], budget: usize) -> (Listing, ScanInfo) {
             children.sort();
             let descend = path != "/" || scan_all;
             if descend {
+                let members = recipes::recipe_members(&children);
                 for c in &children {
                     let child = child_path(&path, c);
-                    if child == "/zookeeper" || zkit::protected::sequence_of(c).is_some() {
+                    if child == "/zookeeper" || members.contains(c.as_str()) {
                         continue;
                     }
                     frontier.push(child);

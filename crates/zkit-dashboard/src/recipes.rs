@@ -18,7 +18,7 @@
 //! start with a random UUID); the holders come from the same decision function the zkit locks
 //! use ([`zkit::lock::decide_with`]), so the page says what a contender would decide.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 use zkit::lock::{decide_with, role_of, sorted_contenders, Decision, Role, Rule};
@@ -76,15 +76,62 @@ fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Whether a child name is a sequential contender of a lock-like recipe.
+/// The part of a sequential node's name before its 10-digit sequence number (`_c_<uuid>-lock-`
+/// for `_c_<uuid>-lock-0000000007`); `None` for a name without one.
+fn sequence_stem(name: &str) -> Option<&str> {
+    zkit::protected::sequence_of(name)?;
+    name.get(..name.len() - 10)
+}
+
+/// How the names of the known recipes' members end before their sequence number.
+const MEMBER_STEM_ENDS: [&str; 8] = [
+    zkit::lock::MUTEX_NAME,
+    zkit::election::LATCH_NAME,
+    "lease-",
+    zkit::queue::ITEM_PREFIX,
+    zkit::lock::KAZOO_LOCK_NAME,
+    "__rlock__",
+    zkit::lock::READ_MARKER,
+    zkit::lock::WRITE_MARKER,
+];
+
+/// The children a scan need not list: the members of a recipe (lock contenders, latch nodes,
+/// leases, queue items), which are leaves in every recipe, and of which a queue may hold very
+/// many. A child is taken for a member when its name ends in a sequence number and the part
+/// before it either ends like a known recipe's member (`lock-`, `latch-`, `qn-`, `__lock__`,
+/// …) or is shared by a sibling (a family of sequential creates, such as Curator's
+/// `queue-NNNNNNNNNN`). A lone node whose name merely ends in ten digits (a date, the tail of
+/// a uuid) is listed like any other.
+pub fn recipe_members(children: &[String]) -> BTreeSet<&str> {
+    let mut stems: HashMap<&str, usize> = HashMap::new();
+    for c in children {
+        if let Some(stem) = sequence_stem(c) {
+            *stems.entry(stem).or_default() += 1;
+        }
+    }
+    children
+        .iter()
+        .filter(|c| {
+            sequence_stem(c).is_some_and(|stem| {
+                stems.get(stem).is_some_and(|n| *n > 1)
+                    || MEMBER_STEM_ENDS.iter().any(|end| stem.ends_with(end))
+            })
+        })
+        .map(String::as_str)
+        .collect()
+}
+
+/// Whether a child name is a sequential contender of a lock-like recipe: its marker comes
+/// right before the sequence number.
 fn contender_marker(name: &str) -> Option<&'static str> {
-    if name.contains("__READ__") || name.contains("__WRIT__") {
+    let stem = sequence_stem(name)?;
+    if stem.ends_with(zkit::lock::READ_MARKER) || stem.ends_with(zkit::lock::WRITE_MARKER) {
         Some("rw")
-    } else if name.contains("latch-") {
+    } else if stem.ends_with(zkit::election::LATCH_NAME) {
         Some("latch")
-    } else if name.contains("__lock__") || name.contains("__rlock__") {
+    } else if stem.ends_with(zkit::lock::KAZOO_LOCK_NAME) || stem.ends_with("__rlock__") {
         Some("kazoo")
-    } else if name.contains("-lock-") || name.starts_with("lock-") {
+    } else if stem.ends_with(zkit::lock::MUTEX_NAME) {
         Some("mutex")
     } else {
         None
@@ -550,6 +597,41 @@ mod tests {
             Found::Transactions("/zkit/txn".into()),
         ];
         assert_eq!(found, expect);
+    }
+
+    #[test]
+    fn a_name_ending_in_ten_digits_is_not_a_recipe_member_alone() {
+        // Directories named with a date or a uuid whose tail is all digits, beside a holder.
+        let root = strings(&[
+            "orders-2026120401",
+            "browser-lock-77-0-4f2a9c0e1b3d4e5f8a1234567890",
+            "plain",
+        ]);
+        assert!(recipe_members(&root).is_empty());
+        assert!(recognize(&listing(&[(
+            "/",
+            &["browser-lock-77-0-4f2a9c0e1b3d4e5f8a1234567890"]
+        )]))
+        .is_empty());
+        // Members of the known recipes, alone or many; a family of sequential creates.
+        let members = strings(&[
+            "_c_9f-lock-0000000002",
+            "abcd__lock__0000000000",
+            "x__rlock__0000000001",
+            "_c_a-__WRIT__0000000000",
+            "_c_b-__READ__0000000001",
+            "_c_x-lease-0000000000",
+            "_c_b-latch-0000000004",
+            "qn-0000000000",
+            "claim-qn-0000000001",
+            "queue-0000000003",
+            "queue-0000000004",
+        ]);
+        let mut with_dir = members.clone();
+        with_dir.push("orders-2026120401".into());
+        let found = recipe_members(&with_dir);
+        assert_eq!(found.len(), members.len(), "{found:?}");
+        assert!(!found.contains("orders-2026120401"));
     }
 
     #[test]
