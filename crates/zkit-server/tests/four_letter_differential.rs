@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use common::{four_letter, WAIT};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use zkit_client::{Acls, Client, CreateMode, OneshotWatcher};
 use zkit_server::{Server, ServerConfig};
 
@@ -739,15 +739,7 @@ fn apache_admin() -> Option<SocketAddr> {
 }
 
 async fn http_get_json(addr: SocketAddr, path: &str) -> Value {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: zkit\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(WAIT, stream.read_to_end(&mut out))
-        .await
-        .expect("admin answered in time")
-        .unwrap();
-    let text = String::from_utf8(out).expect("utf-8 response");
+    let text = common::http_response(addr, path).await;
     let (head, body) = text.split_once("\r\n\r\n").expect("HTTP response");
     assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
     let body = if head

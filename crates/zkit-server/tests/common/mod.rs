@@ -130,8 +130,9 @@ pub async fn client(addr: SocketAddr) -> zkit_client::Client {
         .expect("zkit-client session")
 }
 
-/// `GET path` from an HTTP server (the admin endpoint): the status and the body.
-pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+/// `GET path` from an HTTP server (the admin endpoint): the whole response, head and body as
+/// sent (the connection is closed after it).
+pub async fn http_response(addr: SocketAddr, path: &str) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nHost: zkit\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -140,6 +141,12 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
         .await
         .expect("admin answered in time")
         .unwrap();
+    out
+}
+
+/// `GET path` from an HTTP server (the admin endpoint): the status and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let out = http_response(addr, path).await;
     let status = out
         .split_whitespace()
         .nth(1)
