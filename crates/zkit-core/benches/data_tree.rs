@@ -1,5 +1,6 @@
 //! Data-tree micro-benchmarks: creating 10,000 nodes (through the raw tree and through the full
-//! request → txn → apply path of [`Core`]) and the getData hot path (lookup, stat, reply).
+//! request → txn → apply path of [`Core`]), the getData hot path (lookup, stat, reply) and the
+//! setData one (path check, lookup, version check, txn, the node's record rebuilt, reply).
 //!
 //! Run with `cargo bench -p zkit-core --bench data_tree`. Measures only; nothing here asserts a
 //! time.
@@ -10,7 +11,7 @@ use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion
 use zkit_core::tree::{open_acl, DataTree};
 use zkit_core::{Config, ConnId, Core};
 use zkit_proto::op::create_mode;
-use zkit_proto::{ConnectRequest, CreateRequest, PathWatchRequest, Request};
+use zkit_proto::{ConnectRequest, CreateRequest, PathWatchRequest, Request, SetDataRequest};
 
 const NODES: usize = 10_000;
 const NOW: i64 = 1_700_000_000_000;
@@ -81,13 +82,19 @@ fn create_10k(c: &mut Criterion) {
     group.finish();
 }
 
-fn get_data(c: &mut Criterion) {
-    let paths = paths();
+/// A core holding `/bench` and the nodes of [`paths`].
+fn populated_core(paths: &[String]) -> Core {
     let mut core = connected_core();
     for (i, path) in paths.iter().enumerate() {
         core.handle(NOW, CONN, 2 + i as i32, create(path.clone()));
     }
     core.ready();
+    core
+}
+
+fn get_data(c: &mut Criterion) {
+    let paths = paths();
+    let mut core = populated_core(&paths);
     let mut group = c.benchmark_group("getData hot path (10k-node tree)");
     group.throughput(Throughput::Elements(1));
     let mut i = 0;
@@ -116,5 +123,30 @@ fn get_data(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, create_10k, get_data);
+fn set_data(c: &mut Criterion) {
+    let paths = paths();
+    let mut core = populated_core(&paths);
+    let mut group = c.benchmark_group("setData hot path (10k-node tree)");
+    group.throughput(Throughput::Elements(1));
+    let mut i = 0;
+    group.bench_function("Core::handle(SetData) + ready", |b| {
+        b.iter(|| {
+            i = (i + 7919) % NODES;
+            core.handle(
+                NOW,
+                CONN,
+                7,
+                Request::SetData(SetDataRequest {
+                    path: paths[i].clone(),
+                    data: Some(vec![b'y'; 100]),
+                    version: -1,
+                }),
+            );
+            black_box(core.ready())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, create_10k, get_data, set_data);
 criterion_main!(benches);
