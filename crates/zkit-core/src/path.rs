@@ -38,6 +38,25 @@ pub fn validate_path(path: &str) -> Result<(), InvalidPath> {
     if path.ends_with('/') {
         return Err(InvalidPath("Path must not end with / character".into()));
     }
+    if plainly_valid(path.as_bytes()) {
+        return Ok(());
+    }
+    validate_chars(path)
+}
+
+/// The common case, on bytes: every character printable ASCII (none that the rules reject)
+/// and every segment non-empty and neither `.` nor `..`. True only for paths the full check
+/// accepts; anything else goes to [`validate_chars`], which also says why it is invalid.
+/// `path` starts with `/`.
+fn plainly_valid(path: &[u8]) -> bool {
+    path[1..].split(|&b| b == b'/').all(|segment| {
+        !matches!(segment, b"" | b"." | b"..") && segment.iter().all(|b| (b' '..=b'~').contains(b))
+    })
+}
+
+/// The character-by-character check of [`validate_path`] after its length, leading- and
+/// trailing-slash checks, with Apache's message for the first bad character.
+fn validate_chars(path: &str) -> Result<(), InvalidPath> {
     // One pass without collecting the characters: the checks look one character back
     // (`lastc`), two back (`prev2`, only after a '.' that follows a '.') and one ahead.
     let mut chars = path.chars().peekable();
@@ -144,6 +163,32 @@ mod tests {
         ] {
             assert!(validate_path(p).is_err(), "{p:?}");
         }
+    }
+
+    #[test]
+    fn the_ascii_fast_path_accepts_exactly_what_the_full_check_accepts() {
+        // Every string of up to 5 characters over an alphabet of the characters the rules
+        // single out, each starting with '/' (the fast path's precondition).
+        let alphabet = ['/', '.', 'a', ' ', '~', '\u{1}', '\u{7f}', 'é', '\0'];
+        let mut paths = vec![String::from("/")];
+        let mut last = paths.clone();
+        for _ in 0..5 {
+            last = last
+                .iter()
+                .flat_map(|p| alphabet.iter().map(move |c| format!("{p}{c}")))
+                .collect();
+            paths.extend(last.iter().cloned());
+        }
+        let mut fast = 0;
+        for p in paths.iter().filter(|p| p.len() > 1 && !p.ends_with('/')) {
+            let full = validate_chars(p).is_ok();
+            if plainly_valid(p.as_bytes()) {
+                fast += 1;
+                assert!(full, "the fast path accepts {p:?}, the full check does not");
+            }
+            assert_eq!(validate_path(p).is_ok(), full, "{p:?}");
+        }
+        assert!(fast > 1000, "the fast path took only {fast} paths");
     }
 
     #[test]

@@ -110,7 +110,8 @@ pub fn open_acl() -> Vec<Acl> {
 pub struct Node<'a> {
     /// Stored stat fields and ACL id.
     pub meta: Meta,
-    path: &'a str,
+    /// The path's bytes, UTF-8 (checked when the record was built or loaded).
+    path: &'a [u8],
     data: Option<&'a [u8]>,
     acl: &'a Arc<[Acl]>,
     children: Option<&'a ChildSet>,
@@ -120,7 +121,7 @@ pub struct Node<'a> {
 impl std::fmt::Debug for Node<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node")
-            .field("path", &self.path)
+            .field("path", &self.path())
             .field("meta", &self.meta)
             .field("data_len", &self.data_len())
             .field("acl", &self.acl)
@@ -141,7 +142,8 @@ impl<'a> std::ops::Deref for Node<'a> {
 impl<'a> Node<'a> {
     /// Its path.
     pub fn path(&self) -> &'a str {
-        self.path
+        // Checked UTF-8 when the record was built or loaded; never fails.
+        std::str::from_utf8(self.path).unwrap_or_default()
     }
 
     /// Data; `None` when created or set with a null buffer (Apache keeps the null and
@@ -499,7 +501,7 @@ impl DataTree {
     /// id is counted.
     fn insert_unlinked(&mut self, rec: Record, tag: u32) -> u32 {
         let (path, data, meta) = record::parts(&rec);
-        debug_assert_eq!(index_tag(&self.hasher, path.as_bytes()), tag);
+        debug_assert_eq!(index_tag(&self.hasher, path), tag);
         let hash = index_hash(tag);
         self.data_size += (path.len() + data.map_or(0, <[u8]>::len)) as u64;
         let owner = meta.ephemeral_owner;
@@ -508,7 +510,7 @@ impl DataTree {
             EphemeralType::of(owner, self.extended_types),
             EphemeralType::Void
         ))
-        .then(|| path.to_owned());
+        .then(|| String::from_utf8_lossy(path).into_owned());
         let id = match self.free.pop() {
             Some(id) => {
                 if let Some(slot) = self.slots.get_mut(id) {

@@ -108,41 +108,54 @@ impl WatchTable {
     /// one-shot registrations are consumed. Returns them sorted.
     pub fn trigger(&mut self, path: &str, children_changed: bool) -> BTreeSet<ConnId> {
         let mut matched = BTreeSet::new();
-        let scan_ancestors = self.recursive > 0;
-        for (depth, local) in path::self_and_ancestors(path).enumerate() {
-            if depth > 0 && !scan_ancestors {
-                break;
-            }
-            let Some(watchers) = self.by_path.get_mut(local) else {
-                continue;
-            };
-            let mut consumed = Vec::new();
-            for (conn, mode) in watchers.iter() {
-                if mode & PERSISTENT_RECURSIVE != 0 {
-                    if !children_changed {
-                        matched.insert(*conn);
-                    }
-                } else if depth == 0 {
-                    matched.insert(*conn);
-                    if mode & PERSISTENT == 0 {
-                        consumed.push(*conn);
-                    }
-                }
-            }
-            for conn in &consumed {
-                watchers.remove(conn);
-                if let Some(paths) = self.by_conn.get_mut(conn) {
-                    paths.remove(local);
-                    if paths.is_empty() {
-                        self.by_conn.remove(conn);
-                    }
-                }
-            }
-            if watchers.is_empty() {
-                self.by_path.remove(local);
+        if self.recursive == 0 {
+            // Only registrations on the path itself can match: no ancestor is looked at.
+            self.trigger_at(path, true, children_changed, &mut matched);
+        } else {
+            for (depth, local) in path::self_and_ancestors(path).enumerate() {
+                self.trigger_at(local, depth == 0, children_changed, &mut matched);
             }
         }
         matched
+    }
+
+    /// The registrations on `local` (the triggering path itself when `is_self`, else one of
+    /// its ancestors) that match, into `matched`; one-shot ones are consumed.
+    fn trigger_at(
+        &mut self,
+        local: &str,
+        is_self: bool,
+        children_changed: bool,
+        matched: &mut BTreeSet<ConnId>,
+    ) {
+        let Some(watchers) = self.by_path.get_mut(local) else {
+            return;
+        };
+        let mut consumed = Vec::new();
+        for (conn, mode) in watchers.iter() {
+            if mode & PERSISTENT_RECURSIVE != 0 {
+                if !children_changed {
+                    matched.insert(*conn);
+                }
+            } else if is_self {
+                matched.insert(*conn);
+                if mode & PERSISTENT == 0 {
+                    consumed.push(*conn);
+                }
+            }
+        }
+        for conn in &consumed {
+            watchers.remove(conn);
+            if let Some(paths) = self.by_conn.get_mut(conn) {
+                paths.remove(local);
+                if paths.is_empty() {
+                    self.by_conn.remove(conn);
+                }
+            }
+        }
+        if watchers.is_empty() {
+            self.by_path.remove(local);
+        }
     }
 
     /// Whether [`WatchTable::trigger`] on `path` could match a registration: one on the path

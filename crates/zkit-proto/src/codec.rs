@@ -161,9 +161,13 @@ impl<'a> Reader<'a> {
     /// `new String(bytes, UTF_8)` does: Apache ZooKeeper answers a path holding byte 0xff with
     /// NoNode (the node `/\u{FFFD}` does not exist), not with an error.
     pub fn read_opt_ustring(&mut self) -> Result<Option<String>, DecodeError> {
+        // The strict check first: it has an ASCII fast path, and paths are nearly always valid.
         Ok(self
             .read_opt_buffer_ref()?
-            .map(|b| String::from_utf8_lossy(b).into_owned()))
+            .map(|b| match std::str::from_utf8(b) {
+                Ok(s) => s.to_owned(),
+                Err(_) => String::from_utf8_lossy(b).into_owned(),
+            }))
     }
 
     /// jute `ustring`; null reads as the empty string (path validation then rejects it, as

@@ -107,13 +107,27 @@ pub fn encode(meta: &Meta, path: &str, data: Option<&[u8]>) -> Record {
     // Paths longer than 4 GiB cannot arrive: requests are bounded far below that.
     let path_len = u32::try_from(path.len()).unwrap_or(u32::MAX);
     let (header, len) = meta.header(path_len, data.is_none());
-    // One allocation: the chained slice iterators report an exact length.
-    header[..len]
-        .iter()
-        .chain(path.as_bytes())
-        .chain(data.unwrap_or_default())
-        .copied()
-        .collect()
+    concat(&[&header[..len], path.as_bytes(), data.unwrap_or_default()])
+}
+
+/// Records up to this length are assembled on the stack; longer ones in a vector.
+const ON_STACK: usize = 256;
+
+/// One record from its parts, each copied whole (a byte-by-byte copy from chained iterators
+/// was a twentieth of the server's CPU under pipelined setData).
+fn concat(parts: &[&[u8]]) -> Record {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len <= ON_STACK {
+        let mut buf = [0u8; ON_STACK];
+        let mut at = 0;
+        for p in parts {
+            buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        Record::from(&buf[..len])
+    } else {
+        Record::from(parts.concat())
+    }
 }
 
 /// The layout of a record: where its path starts and how long it is.
@@ -232,11 +246,12 @@ pub fn path(b: &[u8]) -> &str {
     std::str::from_utf8(path_bytes(b)).unwrap_or_default()
 }
 
-/// Path, data and meta at once.
-pub fn parts(b: &[u8]) -> (&str, Option<&[u8]>, Meta) {
+/// Path (its bytes: the record's UTF-8 was checked when it was built or loaded, and only a
+/// reader of the path as text pays for the check again), data and meta at once.
+pub fn parts(b: &[u8]) -> (&[u8], Option<&[u8]>, Meta) {
     let (l, meta) = layout_and_meta(b);
     let path_end = l.path_at + l.path_len;
-    let path = std::str::from_utf8(&b[l.path_at..path_end]).unwrap_or_default();
+    let path = &b[l.path_at..path_end];
     let data = (b[0] & NULL_DATA == 0).then(|| &b[path_end..]);
     (path, data, meta)
 }
@@ -254,18 +269,17 @@ pub fn set_meta(rec: &mut Record, new: &Meta) {
             return;
         }
     }
-    let rebuilt: Record = header[..len]
-        .iter()
-        .chain(&rec[l.path_at..])
-        .copied()
-        .collect();
+    let rebuilt = concat(&[&header[..len], &rec[l.path_at..]]);
     *rec = rebuilt;
 }
 
 /// Replaces the data and meta of `rec` (setData: always a new record, the length changes).
 pub fn set_data(rec: &mut Record, new: &Meta, data: Option<&[u8]>) {
-    let (path, _, _) = parts(rec);
-    let rebuilt = encode(new, path, data);
+    let path = path_bytes(rec);
+    // Paths longer than 4 GiB cannot have been stored.
+    let path_len = u32::try_from(path.len()).unwrap_or(u32::MAX);
+    let (header, len) = new.header(path_len, data.is_none());
+    let rebuilt = concat(&[&header[..len], path, data.unwrap_or_default()]);
     *rec = rebuilt;
 }
 
@@ -288,7 +302,7 @@ mod tests {
         };
         let rec = encode(&fresh, "/a/b", Some(b"xyz"));
         assert_eq!(rec.len(), FIXED + 4 + 3);
-        assert_eq!(parts(&rec), ("/a/b", Some(&b"xyz"[..]), fresh));
+        assert_eq!(parts(&rec), (&b"/a/b"[..], Some(&b"xyz"[..]), fresh));
         assert_eq!(check(&rec), Ok(()));
         let busy = Meta {
             stat: StoredStat {
@@ -305,13 +319,44 @@ mod tests {
         };
         let mut rec2 = rec.clone();
         set_meta(&mut rec2, &busy);
-        assert_eq!(parts(&rec2), ("/a/b", Some(&b"xyz"[..]), busy));
+        assert_eq!(parts(&rec2), (&b"/a/b"[..], Some(&b"xyz"[..]), busy));
         // The shared original is untouched (copy on write).
         assert_eq!(meta(&rec), fresh);
         let null = encode(&fresh, "/", None);
         assert_eq!(parts(&null).1, None);
         assert_eq!(path(&null), "/");
         assert_eq!(check(&null), Ok(()));
+    }
+
+    #[test]
+    fn records_on_both_sides_of_the_stack_buffer_round_trip() {
+        let m = Meta {
+            stat: StoredStat {
+                czxid: 3,
+                pzxid: 3,
+                mzxid: 5,
+                ..StoredStat::default()
+            },
+            acl: 1,
+        };
+        let header = FIXED + 8;
+        for len in [
+            0,
+            1,
+            ON_STACK - header - 3,
+            ON_STACK - header - 2,
+            ON_STACK,
+            5000,
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let mut rec = encode(&m, "/a", Some(&data));
+            assert_eq!(rec.len(), header + 2 + len);
+            assert_eq!(parts(&rec), (&b"/a"[..], Some(&data[..]), m));
+            let other: Vec<u8> = data.iter().rev().copied().collect();
+            set_data(&mut rec, &m, Some(&other));
+            assert_eq!(parts(&rec), (&b"/a"[..], Some(&other[..]), m));
+            assert_eq!(check(&rec), Ok(()));
+        }
     }
 
     #[test]

@@ -35,7 +35,8 @@ impl RecordPreparer {
         acl_ids: &BTreeMap<u32, u32>,
     ) -> Result<PreparedRecord, String> {
         record::check(bytes).map_err(str::to_owned)?;
-        let (p, _, meta) = record::parts(bytes);
+        let (_, _, meta) = record::parts(bytes);
+        let p = record::path(bytes);
         if p != "/" && path::validate_path(p).is_err() {
             return Err(format!("invalid path {p:?}"));
         }
