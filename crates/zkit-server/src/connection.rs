@@ -23,7 +23,8 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::Semaphore;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{Semaphore, TryAcquireError};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, field, info_span, warn, Instrument, Span};
 use zkit_core::{ConnId, Outbound};
@@ -274,6 +275,9 @@ async fn read_loop(
     in_flight: &Semaphore,
 ) -> Result<(), String> {
     let mut handshaken = false;
+    // When the bytes in `buf` arrived: every request cut from one read shares it (one clock
+    // read per read, not per request).
+    let mut received = Instant::now();
     loop {
         // Every complete frame already buffered.
         loop {
@@ -293,7 +297,7 @@ async fn read_loop(
                 Ok(None) => break,
                 Ok(Some((consumed, payload))) => {
                     let message = if handshaken {
-                        decode_request(conn, payload)?
+                        decode_request(conn, payload, received)?
                     } else {
                         let request = ConnectRequest::decode_from(payload)
                             .map_err(|err| format!("bad handshake: {err}"))?;
@@ -308,31 +312,40 @@ async fn read_loop(
             metrics.received.fetch_add(1, Relaxed);
             let is_request = matches!(message, ToCore::Request { .. } | ToCore::Reject { .. });
             if is_request {
-                // The decode already read the clock: reuse it (one clock read per request).
-                let (op, received) = match &message {
-                    ToCore::Request {
-                        request, received, ..
-                    } => (op_name(request.op_code()), *received),
-                    ToCore::Reject { received, .. } => ("error", *received),
-                    _ => ("error", Instant::now()),
+                let op = match &message {
+                    ToCore::Request { request, .. } => op_name(request.op_code()),
+                    _ => "error",
                 };
                 metrics.request_read(op, received);
-                tokio::select! {
-                    () = closing.cancelled() => return Ok(()),
-                    permit = in_flight.acquire() => match permit {
-                        // Returned by the writer (add_permits) when the reply is written.
-                        Ok(permit) => permit.forget(),
-                        Err(_) => return Err("in-flight limiter closed".into()),
+                // A permit is returned by the writer (add_permits) when the reply is written.
+                // Taken without waiting when one is free, the common case: waiting builds a
+                // cancellation future per request.
+                match in_flight.try_acquire() {
+                    Ok(permit) => permit.forget(),
+                    Err(TryAcquireError::Closed) => {
+                        return Err("in-flight limiter closed".into());
+                    }
+                    Err(TryAcquireError::NoPermits) => tokio::select! {
+                        () = closing.cancelled() => return Ok(()),
+                        permit = in_flight.acquire() => match permit {
+                            Ok(permit) => permit.forget(),
+                            Err(_) => return Err("in-flight limiter closed".into()),
+                        },
                     },
                 }
             }
-            tokio::select! {
-                () = closing.cancelled() => return Ok(()),
-                sent = shared.to_core.send(message) => {
-                    if sent.is_err() {
-                        return Err("server stopping".into());
+            // The same for the pipeline's queue: wait only when it is full.
+            match shared.to_core.try_send(message) {
+                Ok(()) => {}
+                Err(TrySendError::Closed(_)) => return Err("server stopping".into()),
+                Err(TrySendError::Full(message)) => tokio::select! {
+                    () = closing.cancelled() => return Ok(()),
+                    sent = shared.to_core.send(message) => {
+                        if sent.is_err() {
+                            return Err("server stopping".into());
+                        }
                     }
-                }
+                },
             }
             if is_request {
                 // May briefly run behind the pipeline's decrement; readers clamp at 0.
@@ -346,7 +359,7 @@ async fn read_loop(
             }
             read = read.read_buf(&mut buf) => match read {
                 Ok(0) => return Err("peer closed".into()),
-                Ok(_) => {}
+                Ok(_) => received = Instant::now(),
                 Err(err) => return Err(format!("read: {err}")),
             }
         }
@@ -356,8 +369,7 @@ async fn read_loop(
 /// A request frame after the handshake. A header that does not decode closes the connection;
 /// a body that does not decode is answered with an error, as ZooKeeper does (it reads the
 /// header in the connection, the body later in the pipeline).
-fn decode_request(conn: ConnId, payload: &[u8]) -> Result<ToCore, String> {
-    let received = Instant::now();
+fn decode_request(conn: ConnId, payload: &[u8], received: Instant) -> Result<ToCore, String> {
     let mut r = Reader::new(payload);
     let header =
         RequestHeader::decode(&mut r).map_err(|err| format!("bad request header: {err}"))?;
