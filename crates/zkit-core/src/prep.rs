@@ -51,6 +51,8 @@ impl std::ops::Deref for RecordAcl {
 pub struct Overlay<'a> {
     tree: &'a DataTree,
     changes: BTreeMap<String, Option<Record>>,
+    /// Whether `changes` is kept: only a multi's later sub-ops read it.
+    tracks_changes: bool,
     extended_types: bool,
     session: i64,
     auth: &'a [Id],
@@ -109,9 +111,27 @@ impl<'a> Overlay<'a> {
         Overlay {
             tree,
             changes: BTreeMap::new(),
+            tracks_changes: true,
             extended_types: tree.extended_types(),
             session,
             auth,
+        }
+    }
+
+    /// A view of `tree` for one request on its own (not a multi's sub-op): nothing is prepped
+    /// after it against the same view, so the changes it makes are not kept (each would cost
+    /// a copy of its path and a map entry, on every write).
+    pub fn lone(tree: &'a DataTree, session: i64, auth: &'a [Id]) -> Overlay<'a> {
+        Overlay {
+            tracks_changes: false,
+            ..Overlay::new(tree, session, auth)
+        }
+    }
+
+    /// Keeps the change a sub-op makes to `path` for the sub-ops after it (`None`: deleted).
+    fn note(&mut self, path: &str, change: Option<Record>) {
+        if self.tracks_changes {
+            self.changes.insert(path.to_owned(), change);
         }
     }
 
@@ -140,7 +160,7 @@ impl<'a> Overlay<'a> {
         &mut self,
         op: CreateOp,
         path: &str,
-        data: Option<&[u8]>,
+        data: Option<Vec<u8>>,
         acl_list: &[Acl],
         flags: i32,
     ) -> Result<TxnOp, ErrorCode> {
@@ -199,21 +219,21 @@ impl<'a> Overlay<'a> {
         };
         parent.child_count += 1;
         parent.cversion = new_cversion;
-        self.changes.insert(parent_path.to_owned(), Some(parent));
-        self.changes.insert(
-            path.clone(),
-            Some(Record {
+        self.note(parent_path, Some(parent));
+        if self.tracks_changes {
+            let node = Record {
                 version: 0,
                 aversion: 0,
                 cversion: 0,
                 child_count: 0,
                 owner,
                 acl: RecordAcl::New(acl_list.clone()),
-            }),
-        );
+            };
+            self.note(&path, Some(node));
+        }
         Ok(TxnOp::Create {
             path,
-            data: data.map(<[u8]>::to_vec),
+            data,
             acl: acl_list,
             ephemeral_owner: owner,
             parent_cversion: new_cversion,
@@ -222,8 +242,8 @@ impl<'a> Overlay<'a> {
 
     fn remove(&mut self, parent_path: &str, mut parent: Record, path: &str) {
         parent.child_count = parent.child_count.saturating_sub(1);
-        self.changes.insert(parent_path.to_owned(), Some(parent));
-        self.changes.insert(path.to_owned(), None);
+        self.note(parent_path, Some(parent));
+        self.note(path, None);
     }
 
     /// delete: BadArguments (special/malformed), NoNode (parent), NoAuth, NoNode, BadVersion,
@@ -267,19 +287,19 @@ impl<'a> Overlay<'a> {
     /// setData: BadArguments, NoNode, NoAuth, BadVersion.
     pub fn set_data(
         &mut self,
-        path: &str,
-        data: Option<&[u8]>,
+        path: String,
+        data: Option<Vec<u8>>,
         version: i32,
     ) -> Result<TxnOp, ErrorCode> {
-        bad_path(path)?;
-        let mut node = self.record(path)?;
+        bad_path(&path)?;
+        let mut node = self.record(&path)?;
         self.check_acl(&node, perms::WRITE)?;
         let new_version = check_version(node.version, version)?;
         node.version = new_version;
-        self.changes.insert(path.to_owned(), Some(node));
+        self.note(&path, Some(node));
         Ok(TxnOp::SetData {
-            path: path.to_owned(),
-            data: data.map(<[u8]>::to_vec),
+            path,
+            data,
             version: new_version,
         })
     }
@@ -298,7 +318,7 @@ impl<'a> Overlay<'a> {
         let new_version = check_version(node.aversion, version)?;
         node.aversion = new_version;
         node.acl = RecordAcl::New(acl_list.clone());
-        self.changes.insert(path.to_owned(), Some(node));
+        self.note(path, Some(node));
         Ok(TxnOp::SetAcl {
             path: path.to_owned(),
             acl: acl_list,

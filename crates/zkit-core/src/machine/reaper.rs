@@ -31,7 +31,7 @@ impl Core {
             }
         }
         for path in candidates {
-            let prepped = Overlay::new(&self.tree, 0, &[]).delete_container(&path);
+            let prepped = Overlay::lone(&self.tree, 0, &[]).delete_container(&path);
             if let Ok(op) = prepped {
                 let txn = Txn {
                     zxid: self.next_zxid(),

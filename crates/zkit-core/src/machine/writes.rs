@@ -52,7 +52,7 @@ impl Core {
         f: impl FnOnce(&mut Overlay<'_>) -> Result<TxnOp, ErrorCode>,
     ) -> Result<OpOutcome, i32> {
         let auth = self.auth_info(conn);
-        let op = match f(&mut Overlay::new(&self.tree, session, &auth)) {
+        let op = match f(&mut Overlay::lone(&self.tree, session, &auth)) {
             Ok(op) => op,
             Err(e) => {
                 self.commit_failed(now, session, e);
@@ -139,7 +139,7 @@ impl Core {
             WriteKind::Create2
         };
         self.write(now, conn, xid, session, kind, |o| {
-            o.create(op, &r.path, r.data.as_deref(), &r.acl, r.flags)
+            o.create(op, &r.path, r.data, &r.acl, r.flags)
         });
     }
 
@@ -194,7 +194,7 @@ impl Core {
         r: SetDataRequest,
     ) {
         self.write(now, conn, xid, session, WriteKind::SetData, |o| {
-            o.set_data(&r.path, r.data.as_deref(), r.version)
+            o.set_data(r.path, r.data, r.version)
         });
     }
 
@@ -253,14 +253,16 @@ impl Core {
                 let r = match op {
                     MultiOp::Create(r) | MultiOp::Create2(r) | MultiOp::CreateContainer(r) => {
                         let kind = multi_create_kind(r.flags, -1);
-                        overlay.create(kind, &r.path, r.data.as_deref(), &r.acl, r.flags)
+                        overlay.create(kind, &r.path, r.data.clone(), &r.acl, r.flags)
                     }
                     MultiOp::CreateTtl(r) => {
                         let kind = multi_create_kind(r.flags, r.ttl);
-                        overlay.create(kind, &r.path, r.data.as_deref(), &r.acl, r.flags)
+                        overlay.create(kind, &r.path, r.data.clone(), &r.acl, r.flags)
                     }
                     MultiOp::Delete(r) => overlay.delete(&r.path, r.version),
-                    MultiOp::SetData(r) => overlay.set_data(&r.path, r.data.as_deref(), r.version),
+                    MultiOp::SetData(r) => {
+                        overlay.set_data(r.path.clone(), r.data.clone(), r.version)
+                    }
                     MultiOp::Check(r) => overlay.check(&r.path, r.version),
                 };
                 match r {
