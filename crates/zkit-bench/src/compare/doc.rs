@@ -69,8 +69,9 @@ pub(super) fn performance_doc(d: &PerformanceDoc<'_>) -> String {
          - Both data directories on the same disk, side by side; p50 of a 128-byte write + \
          fdatasync there: {} appending to a file, {} writing into fallocated space as zkit's WAL \
          does\n\
-         - Load average before/after the run: {} / {} (the machine was shared with other \
-         builds: figures are noisy, ratios are what to read)\n\
+         - Load average before/after the run: {} / {} (the load generator, and any other \
+         work on the machine, shares the servers' cores: figures are noisy, ratios are what to \
+         read)\n\
          - Run time: {:.0} s{}\n",
         d.command,
         machine_description(),
@@ -152,10 +153,59 @@ pub(super) fn performance_doc(d: &PerformanceDoc<'_>) -> String {
     out
 }
 
+/// Whether `line` opens the hand-written part of the report: a second-level heading that says
+/// it is hand-written (`## About this run (hand-written, not regenerated)`).
+fn opens_hand_written(line: &str) -> bool {
+    line.starts_with("## ") && line.contains("hand-written")
+}
+
+/// The regenerated report followed by the hand-written part of the `previous` one, which a run
+/// must not lose: everything from its first hand-written heading ([`opens_hand_written`]) to
+/// its end, unchanged. A previous report without one adds nothing.
+pub(super) fn with_hand_written(generated: String, previous: &str) -> String {
+    let mut at = 0;
+    let kept = previous.split_inclusive('\n').find_map(|line| {
+        let here = at;
+        at += line.len();
+        opens_hand_written(line).then(|| &previous[here..])
+    });
+    match kept {
+        Some(kept) => {
+            let mut out = generated;
+            if !out.ends_with("\n\n") {
+                out.push('\n');
+            }
+            out.push_str(kept);
+            out
+        }
+        None => generated,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::load::{LoadReport, OpMix};
+
+    #[test]
+    fn a_regenerated_report_keeps_the_hand_written_part() {
+        let previous = "# Old\n\n## Results\n\nold table\n\n\
+                        ## About this run (hand-written, not regenerated)\n\nA note.\n\n\
+                        ### More\n\nKept too.\n";
+        let out = with_hand_written("# New\n\n## Results\n\nnew table\n".into(), previous);
+        assert_eq!(
+            out,
+            "# New\n\n## Results\n\nnew table\n\n\
+             ## About this run (hand-written, not regenerated)\n\nA note.\n\n\
+             ### More\n\nKept too.\n"
+        );
+        // Nothing hand-written before (or no previous report): the new report alone.
+        let bare = with_hand_written("# New\n".into(), "# Old\n\n## Results\n");
+        assert_eq!(bare, "# New\n");
+        // A mention of the words in the text is not a heading.
+        let mention = with_hand_written("# New\n".into(), "# Old\nsee the hand-written part\n");
+        assert_eq!(mention, "# New\n");
+    }
 
     #[test]
     fn latency_plot_has_both_servers() {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 
 pub use self::args::BenchCompareArgs;
-use self::doc::{latency_series, performance_doc, PerformanceDoc};
+use self::doc::{latency_series, performance_doc, with_hand_written, PerformanceDoc};
 use self::figures::{CompareSizes, ServerFigures};
 use self::machine::{fdatasync_cost, load_average};
 use self::phases::{phase_one, phase_two};
@@ -153,6 +153,9 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
             load_after: &load_after,
             elapsed,
         });
+        // The page's hand-written part (what a run's figures mean, earlier runs) stays.
+        let previous = std::fs::read_to_string(&path).unwrap_or_default();
+        let doc = with_hand_written(doc, &previous);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
