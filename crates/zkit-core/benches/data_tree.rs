@@ -7,36 +7,23 @@
 // criterion_group!/criterion_main! generate undocumented public items.
 #![allow(missing_docs)]
 
+#[path = "../examples/common/mod.rs"]
+mod common;
+
+use common::{create, session_core, CONN, NOW};
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use zkit_core::tree::{open_acl, DataTree};
-use zkit_core::{Config, ConnId, Core};
-use zkit_proto::op::create_mode;
-use zkit_proto::{ConnectRequest, CreateRequest, PathWatchRequest, Request, SetDataRequest};
+use zkit_core::Core;
+use zkit_proto::{PathWatchRequest, Request, SetDataRequest};
 
 const NODES: usize = 10_000;
-const NOW: i64 = 1_700_000_000_000;
-const CONN: ConnId = 1;
-
 fn paths() -> Vec<String> {
     (0..NODES).map(|i| format!("/bench/node-{i:08}")).collect()
 }
 
 /// A core with one connected session and `/bench`.
 fn connected_core() -> Core {
-    let mut core = Core::new(Config::default(), NOW);
-    core.connect(NOW, CONN, ConnectRequest::new_session(30_000), [7; 16]);
-    core.handle(NOW, CONN, 1, create("/bench".into()));
-    core.ready();
-    core
-}
-
-fn create(path: String) -> Request {
-    Request::Create2(CreateRequest {
-        path,
-        data: Some(vec![b'x'; 100]),
-        acl: open_acl(),
-        flags: create_mode::PERSISTENT,
-    })
+    session_core("/bench")
 }
 
 fn create_10k(c: &mut Criterion) {

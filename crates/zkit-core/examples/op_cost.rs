@@ -14,32 +14,19 @@
 //! (instructions of the second − the first) / 100,000 = instructions per setData. Kinds:
 //! `create`, `get`, `set`, `exists`. Measures only.
 
-use zkit_core::tree::open_acl;
-use zkit_core::{Config, ConnId, Core};
-use zkit_proto::op::create_mode;
-use zkit_proto::{ConnectRequest, CreateRequest, PathWatchRequest, Request, SetDataRequest};
+mod common;
+
+use common::{create, session_core, CONN, NOW};
+use zkit_proto::{PathWatchRequest, Request, SetDataRequest};
 
 const NODES: usize = 10_000;
-const NOW: i64 = 1_700_000_000_000;
-const CONN: ConnId = 1;
-
-fn create(path: String) -> Request {
-    Request::Create2(CreateRequest {
-        path,
-        data: Some(vec![b'x'; 100]),
-        acl: open_acl(),
-        flags: create_mode::PERSISTENT,
-    })
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let kind = args.next().unwrap_or_else(|| "set".into());
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let paths: Vec<String> = (0..NODES).map(|i| format!("/bench/node-{i:08}")).collect();
-    let mut core = Core::new(Config::default(), NOW);
-    core.connect(NOW, CONN, ConnectRequest::new_session(30_000), [7; 16]);
-    core.handle(NOW, CONN, 1, create("/bench".into()));
+    let mut core = session_core("/bench");
     for (i, path) in paths.iter().enumerate() {
         core.handle(NOW, CONN, 2 + i as i32, create(path.clone()));
     }

@@ -8,22 +8,10 @@
 
 use std::time::Instant;
 
-use zkit_core::tree::open_acl;
-use zkit_core::{Config, ConnId, Core};
-use zkit_proto::op::create_mode;
-use zkit_proto::{ConnectRequest, CreateRequest, Request};
+mod common;
 
-const NOW: i64 = 1_700_000_000_000;
-const CONN: ConnId = 1;
-
-fn create(path: String) -> Request {
-    Request::Create2(CreateRequest {
-        path,
-        data: Some(vec![b'x'; 100]),
-        acl: open_acl(),
-        flags: create_mode::PERSISTENT,
-    })
-}
+use common::{create, session_core, CONN, NOW};
+use zkit_core::{Config, Core};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -32,10 +20,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
-    let mut core = Core::new(Config::default(), NOW);
-    core.connect(NOW, CONN, ConnectRequest::new_session(30_000), [7; 16]);
-    core.handle(NOW, CONN, 1, create("/zkit-mem".into()));
-    core.ready();
+    let mut core = session_core("/zkit-mem");
     let t = Instant::now();
     for i in 0..nodes {
         core.handle(NOW, CONN, 2 + i as i32, create(format!("/zkit-mem/n{i}")));
