@@ -111,7 +111,6 @@ pub fn fixup(acl: &[Acl], auth_info: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
     let mut out = Vec::with_capacity(unique.len());
     for a in unique {
         match (a.id.scheme.as_str(), a.id.id.as_str()) {
-            ("world", "anyone") => out.push(a.clone()),
             ("auth", _) => {
                 let mut any = false;
                 for id in auth_info
@@ -128,13 +127,39 @@ pub fn fixup(acl: &[Acl], auth_info: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
                     return Err(ErrorCode::InvalidAcl);
                 }
             }
-            ("digest", id) if valid_digest(id) => out.push(a.clone()),
-            ("ip", id) if valid_ip(id) => out.push(a.clone()),
-            ("x509", id) if valid_x509(id) => out.push(a.clone()),
+            _ if kept_as_is(&a.id) => out.push(a.clone()),
             _ => return Err(ErrorCode::InvalidAcl),
         }
     }
     Ok(out)
+}
+
+/// [`fixup`] of a list the caller owns: a list that fixup would return unchanged (no
+/// duplicate, no `auth` entry, every id valid, as an open or a digest ACL usually is) is
+/// returned as it is, without a copy; any other goes through [`fixup`].
+pub fn fixup_owned(acl: Vec<Acl>, auth_info: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
+    let unchanged = !acl.is_empty()
+        && acl
+            .iter()
+            .enumerate()
+            .all(|(i, a)| kept_as_is(&a.id) && !acl[..i].contains(a));
+    if unchanged {
+        Ok(acl)
+    } else {
+        fixup(&acl, auth_info)
+    }
+}
+
+/// Whether [`fixup`] keeps an entry with this id as it is: `world:anyone`, or a valid
+/// `digest`, `ip` or `x509` id.
+fn kept_as_is(id: &Id) -> bool {
+    match (id.scheme.as_str(), id.id.as_str()) {
+        ("world", "anyone") => true,
+        ("digest", id) => valid_digest(id),
+        ("ip", id) => valid_ip(id),
+        ("x509", id) => valid_x509(id),
+        _ => false,
+    }
 }
 
 /// The id a connection gets when it authenticates with the configured `superDigest`
@@ -521,6 +546,51 @@ mod tests {
         let shown = redact(&list);
         assert_eq!(shown[0].id.id, "alice:x");
         assert_eq!(shown[1], list[1]);
+    }
+
+    #[test]
+    fn fixup_of_an_owned_list_is_fixup() {
+        let ids = [Id {
+            scheme: "digest".into(),
+            id: "u:h".into(),
+        }];
+        let entries = [
+            acl("world", "anyone"),
+            acl("world", "me"),
+            acl("auth", ""),
+            acl("digest", "u:h"),
+            acl("digest", "no colon"),
+            acl("ip", "10.0.0.0/8"),
+            acl("ip", "not an address"),
+            acl("x509", "CN=a"),
+            acl("sasl", "u"),
+        ];
+        // Every list of up to three of them (duplicates included), and the empty one.
+        let mut lists = vec![vec![]];
+        for a in &entries {
+            lists.push(vec![a.clone()]);
+            for b in &entries {
+                lists.push(vec![a.clone(), b.clone()]);
+                for c in &entries {
+                    lists.push(vec![a.clone(), b.clone(), c.clone()]);
+                }
+            }
+        }
+        let mut moved = 0;
+        for list in lists {
+            let expected = fixup(&list, &ids);
+            let unchanged = expected.as_ref().is_ok_and(|out| *out == list);
+            let ptr = list.as_ptr();
+            let got = fixup_owned(list, &ids);
+            assert_eq!(got, expected);
+            // A list fixup returns unchanged is the caller's own, not a copy.
+            if unchanged {
+                assert_eq!(got.map(|l| l.as_ptr()), Ok(ptr));
+                moved += 1;
+            }
+        }
+        // The lists of distinct valid entries (4 of them): 4 + 4·3 + 4·3·2.
+        assert_eq!(moved, 40);
     }
 
     #[test]

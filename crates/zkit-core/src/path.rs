@@ -98,7 +98,9 @@ fn validate_chars(path: &str) -> Result<(), InvalidPath> {
 /// The parent of `path` as `PrepRequestProcessor` computes it (`path.substring(0, lastSlash)`),
 /// with Apache's root alias `""` mapped to `"/"`. `None` when there is no `/` at all.
 pub fn parent_of(path: &str) -> Option<&str> {
-    let i = path.rfind('/')?;
+    // A plain scan from the end: paths are short, and `rfind`'s set-up costs more than it
+    // saves on them.
+    let i = path.bytes().rposition(|b| b == b'/')?;
     Some(if i == 0 { "/" } else { &path[..i] })
 }
 

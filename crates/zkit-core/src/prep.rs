@@ -161,7 +161,7 @@ impl<'a> Overlay<'a> {
         op: CreateOp,
         path: &str,
         data: Option<Vec<u8>>,
-        acl_list: &[Acl],
+        acl_list: Vec<Acl>,
         flags: i32,
     ) -> Result<TxnOp, ErrorCode> {
         // validateCreateRequest: mode, then TTL rules.
@@ -190,7 +190,7 @@ impl<'a> Overlay<'a> {
             return Err(ErrorCode::BadArguments);
         }
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
-        let acl_list = acl::fixup(acl_list, self.auth)?;
+        let acl_list = acl::fixup_owned(acl_list, self.auth)?;
         let mut parent = self.record(parent_path)?;
         self.check_acl(&parent, perms::CREATE)?;
         let path = if sequential {

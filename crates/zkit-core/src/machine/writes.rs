@@ -139,7 +139,7 @@ impl Core {
             WriteKind::Create2
         };
         self.write(now, conn, xid, session, kind, |o| {
-            o.create(op, &r.path, r.data, &r.acl, r.flags)
+            o.create(op, &r.path, r.data, r.acl, r.flags)
         });
     }
 
@@ -253,11 +253,11 @@ impl Core {
                 let r = match op {
                     MultiOp::Create(r) | MultiOp::Create2(r) | MultiOp::CreateContainer(r) => {
                         let kind = multi_create_kind(r.flags, -1);
-                        overlay.create(kind, &r.path, r.data.clone(), &r.acl, r.flags)
+                        overlay.create(kind, &r.path, r.data.clone(), r.acl.clone(), r.flags)
                     }
                     MultiOp::CreateTtl(r) => {
                         let kind = multi_create_kind(r.flags, r.ttl);
-                        overlay.create(kind, &r.path, r.data.clone(), &r.acl, r.flags)
+                        overlay.create(kind, &r.path, r.data.clone(), r.acl.clone(), r.flags)
                     }
                     MultiOp::Delete(r) => overlay.delete(&r.path, r.version),
                     MultiOp::SetData(r) => {
