@@ -11,7 +11,10 @@
 mod common;
 
 use common::{create, session_core, CONN, NOW};
-use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    black_box, criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
+};
 use zkit_core::tree::{open_acl, DataTree};
 use zkit_core::Core;
 use zkit_proto::{PathWatchRequest, Request, SetDataRequest};
@@ -92,21 +95,13 @@ fn get_data(c: &mut Criterion) {
             black_box(node.stat(false))
         })
     });
-    group.bench_function("Core::handle(GetData) + ready", |b| {
-        b.iter(|| {
-            i = (i + 7919) % NODES;
-            core.handle(
-                NOW,
-                CONN,
-                7,
-                Request::GetData(PathWatchRequest {
-                    path: paths[i].clone(),
-                    watch: false,
-                }),
-            );
-            black_box(core.ready())
-        })
-    });
+    handle_each(
+        &mut group,
+        "Core::handle(GetData) + ready",
+        &mut core,
+        &paths,
+        |path| Request::GetData(PathWatchRequest { path, watch: false }),
+    );
     group.finish();
 }
 
@@ -115,24 +110,39 @@ fn set_data(c: &mut Criterion) {
     let mut core = populated_core(&paths);
     let mut group = c.benchmark_group("setData hot path (10k-node tree)");
     group.throughput(Throughput::Elements(1));
+    handle_each(
+        &mut group,
+        "Core::handle(SetData) + ready",
+        &mut core,
+        &paths,
+        |path| {
+            Request::SetData(SetDataRequest {
+                path,
+                data: Some(vec![b'y'; 100]),
+                version: -1,
+            })
+        },
+    );
+    group.finish();
+}
+
+/// Benchmarks `core.handle(request(path)) + ready()`, one request per iteration, over `paths`
+/// in a stride that jumps around the tree.
+fn handle_each(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    core: &mut Core,
+    paths: &[String],
+    request: impl Fn(String) -> Request,
+) {
     let mut i = 0;
-    group.bench_function("Core::handle(SetData) + ready", |b| {
+    group.bench_function(name, |b| {
         b.iter(|| {
             i = (i + 7919) % NODES;
-            core.handle(
-                NOW,
-                CONN,
-                7,
-                Request::SetData(SetDataRequest {
-                    path: paths[i].clone(),
-                    data: Some(vec![b'y'; 100]),
-                    version: -1,
-                }),
-            );
+            core.handle(NOW, CONN, 7, request(paths[i].clone()));
             black_box(core.ready())
         })
     });
-    group.finish();
 }
 
 criterion_group!(benches, create_10k, get_data, set_data);

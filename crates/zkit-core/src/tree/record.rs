@@ -104,10 +104,15 @@ pub type Record = Arc<[u8]>;
 
 /// Builds a record.
 pub fn encode(meta: &Meta, path: &str, data: Option<&[u8]>) -> Record {
+    build(meta, path.as_bytes(), data)
+}
+
+/// [`encode`] from the path's bytes (UTF-8, as every record's are).
+fn build(meta: &Meta, path: &[u8], data: Option<&[u8]>) -> Record {
     // Paths longer than 4 GiB cannot arrive: requests are bounded far below that.
     let path_len = u32::try_from(path.len()).unwrap_or(u32::MAX);
     let (header, len) = meta.header(path_len, data.is_none());
-    concat(&[&header[..len], path.as_bytes(), data.unwrap_or_default()])
+    concat(&[&header[..len], path, data.unwrap_or_default()])
 }
 
 /// Records up to this length are assembled on the stack; longer ones in a vector.
@@ -275,11 +280,7 @@ pub fn set_meta(rec: &mut Record, new: &Meta) {
 
 /// Replaces the data and meta of `rec` (setData: always a new record, the length changes).
 pub fn set_data(rec: &mut Record, new: &Meta, data: Option<&[u8]>) {
-    let path = path_bytes(rec);
-    // Paths longer than 4 GiB cannot have been stored.
-    let path_len = u32::try_from(path.len()).unwrap_or(u32::MAX);
-    let (header, len) = new.header(path_len, data.is_none());
-    let rebuilt = concat(&[&header[..len], path, data.unwrap_or_default()]);
+    let rebuilt = build(new, path_bytes(rec), data);
     *rec = rebuilt;
 }
 

@@ -35,7 +35,7 @@ impl RecordPreparer {
         acl_ids: &BTreeMap<u32, u32>,
     ) -> Result<PreparedRecord, String> {
         record::check(bytes).map_err(str::to_owned)?;
-        let (_, _, meta) = record::parts(bytes);
+        let meta = record::meta(bytes);
         let p = record::path(bytes);
         if p != "/" && path::validate_path(p).is_err() {
             return Err(format!("invalid path {p:?}"));
