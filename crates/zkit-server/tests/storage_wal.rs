@@ -272,6 +272,99 @@ fn rollover_names_segments_by_first_zxid_and_reads_across_them() {
     assert_eq!(read_all(&wal, 0), expected(1..=200));
 }
 
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn pruning_detaches_segments_at_once_and_deletes_them_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wal = write_log(dir.path(), 1..=200, opts(512));
+    let segs = wal.segments().to_vec();
+    assert!(segs.len() > 3, "{}", segs.len());
+    // Everything in the first two segments is at most the third's first zxid - 1.
+    let through = segs[2].first_zxid - 1;
+    let pruned = wal.detach_through(through).unwrap();
+    assert_eq!(pruned.len(), 2);
+    // The log forgot them and they no longer look like segments, but they are still on disk:
+    // deleting them is left to whoever holds `pruned`, off the thread that writes the log.
+    assert_eq!(wal.segments(), &segs[2..]);
+    let detached: Vec<String> = segs[..2]
+        .iter()
+        .map(|s| format!("wal-{:016x}.log.pruned", s.first_zxid))
+        .collect();
+    let on_disk = names(dir.path());
+    assert!(detached.iter().all(|d| on_disk.contains(d)), "{on_disk:?}");
+    assert_eq!(on_disk.len(), segs.len());
+    // The log goes on meanwhile.
+    wal.append_batch(&[(201, payload(201))]).unwrap();
+    wal.sync().unwrap();
+    assert_eq!(
+        read_all(&wal, segs[2].first_zxid),
+        expected(segs[2].first_zxid..=201)
+    );
+    assert_eq!(pruned.remove().unwrap(), 2);
+    let on_disk = names(dir.path());
+    assert!(on_disk.iter().all(|n| n.ends_with(".log")), "{on_disk:?}");
+    // (The append may have rolled a new segment.)
+    assert_eq!(on_disk.len(), wal.segments().len());
+    assert!(wal.segments().starts_with(&segs[2..]));
+    // Nothing to prune: nothing detached.
+    assert!(wal.detach_through(0).unwrap().is_empty());
+}
+
+#[test]
+fn a_pruned_segment_left_by_a_crash_is_deleted_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wal = write_log(dir.path(), 1..=200, opts(512));
+    let segs = wal.segments().to_vec();
+    // Detached, then the process dies before deleting them.
+    let pruned = wal.detach_through(segs[1].first_zxid - 1).unwrap();
+    assert_eq!(pruned.len(), 1);
+    drop((pruned, wal));
+    let (wal, report) = Wal::open(dir.path(), opts(512)).unwrap();
+    assert_eq!(report.segments, segs.len() - 1);
+    assert_eq!(read_all(&wal, 0), expected(segs[1].first_zxid..=200));
+    assert!(names(dir.path()).iter().all(|n| n.ends_with(".log")));
+}
+
+#[test]
+fn a_reopen_and_the_deleting_thread_may_both_reach_a_pruned_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wal = write_log(dir.path(), 1..=200, opts(512));
+    let segs = wal.segments().to_vec();
+    let pruned = wal.detach_through(segs[2].first_zxid - 1).unwrap();
+    drop(wal);
+    // The log is opened again (a rebuild after a failed write) and deletes the detached
+    // segments before the thread holding `pruned` gets to them: neither side fails.
+    let (wal, report) = Wal::open(dir.path(), opts(512)).unwrap();
+    assert_eq!(report.segments, segs.len() - 2);
+    assert_eq!(pruned.remove().unwrap(), 2);
+    assert_eq!(read_all(&wal, 0), expected(segs[2].first_zxid..=200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_commit_prunes_while_it_keeps_committing() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = write_log(dir.path(), 1..=200, opts(512));
+    let segs = wal.segments().to_vec();
+    let gc = GroupCommit::start(wal).unwrap();
+    let through = segs[3].first_zxid - 1;
+    let pruned = gc.prune_through(through);
+    gc.submit(vec![(201, payload(201))]).await.unwrap();
+    assert_eq!(pruned.await.unwrap(), 3);
+    let wal = gc.shutdown().unwrap();
+    // (The append may have rolled a new segment.)
+    assert!(wal.segments().starts_with(&segs[3..]));
+    assert_eq!(names(dir.path()).len(), wal.segments().len());
+    assert_eq!(read_all(&wal, 0), expected(segs[3].first_zxid..=201));
+}
+
 #[test]
 fn record_larger_than_a_segment_gets_its_own() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,8 @@
 //! Background snapshots: when the [`SnapshotPolicy`] says one is due, the pipeline hands over the
 //! core's image, a blocking thread writes it through [`SnapshotStore`] (temp file, fsync, rename,
 //! directory fsync) and prunes old snapshots; the WAL segments the oldest kept snapshot no longer
-//! needs are then deleted on the commit thread, between groups.
+//! needs are then detached from the log on the commit thread, between groups, and deleted on a
+//! blocking thread (see [`GroupCommit::prune_through`]).
 //!
 //! The pipeline pays only for `Core::snapshot_capture()`: a reference-count bump per chunk of
 //! 1,024 nodes (the tree copies a chunk and a node it mutates while the capture still holds

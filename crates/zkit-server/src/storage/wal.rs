@@ -548,20 +548,76 @@ impl Wal {
     /// appended to), e.g. everything older than the oldest kept snapshot. Returns how many.
     ///
     /// # Errors
-    /// [`StorageError::Io`] when a file cannot be deleted or the directory not fsynced.
+    /// [`StorageError::Io`] when a file cannot be renamed or deleted or the directory not
+    /// fsynced.
     pub fn prune_through(&mut self, zxid: i64) -> Result<usize> {
+        self.detach_through(zxid)?.remove()
+    }
+
+    /// The cheap half of [`Wal::prune_through`]: forgets the segments whose records all have
+    /// zxids `<= zxid` and renames each to `….log.pruned`, so that nothing reads or lists it as
+    /// a segment again. Deleting them, the slow half (tens of milliseconds for a 64 MiB file
+    /// here), is [`Pruned::remove`], which needs no access to the log and so can run on another
+    /// thread while the log goes on. A `.pruned` file a crash leaves behind is deleted when the
+    /// log is next opened.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when a segment cannot be renamed; the segments before it are
+    /// detached (and returned by no one: the next open deletes them).
+    pub fn detach_through(&mut self, zxid: i64) -> Result<Pruned> {
         let n = self
             .segments
             .windows(2)
             .take_while(|w| zxid.checked_add(1).is_some_and(|z| w[1].first_zxid <= z))
             .count();
+        let mut files = Vec::with_capacity(n);
         for seg in self.segments.drain(..n) {
-            remove_file(&seg.path)?;
+            let pruned = segment::pruned_path(&seg.path);
+            fs::rename(&seg.path, &pruned)
+                .ctx(|| format!("rename {} to {}", seg.path.display(), pruned.display()))?;
+            files.push(pruned);
         }
-        if n > 0 && self.opts.fsync == FsyncMode::Always {
+        Ok(Pruned {
+            files,
+            dir: self.dir.clone(),
+            sync: self.opts.fsync == FsyncMode::Always,
+        })
+    }
+}
+
+/// Segments detached from the log by [`Wal::detach_through`], to be deleted.
+#[derive(Debug)]
+#[must_use = "the detached segments stay on disk until removed"]
+pub struct Pruned {
+    files: Vec<PathBuf>,
+    dir: PathBuf,
+    sync: bool,
+}
+
+impl Pruned {
+    /// How many segments were detached.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Deletes the detached segments (then fsyncs the directory when the log fsyncs); returns
+    /// how many.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when a file cannot be deleted or the directory not fsynced.
+    pub fn remove(self) -> Result<usize> {
+        for file in &self.files {
+            segment::remove_pruned(file)?;
+        }
+        if !self.files.is_empty() && self.sync {
             sync_dir(&self.dir)?;
         }
-        Ok(n)
+        Ok(self.files.len())
     }
 }
 

@@ -48,6 +48,16 @@ pub(super) fn parse_segment_name(name: &str) -> Option<i64> {
     u64::from_str_radix(hex, 16).ok().map(|z| z as i64)
 }
 
+/// What a pruned segment's name ends with until it is deleted.
+const PRUNED_SUFFIX: &str = ".log.pruned";
+
+/// The name a pruned segment at `path` is renamed to.
+pub(super) fn pruned_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".pruned");
+    path.with_file_name(name)
+}
+
 pub(super) fn list_segments(dir: &Path) -> Result<Vec<SegmentInfo>> {
     let mut segments = Vec::new();
     let entries = fs::read_dir(dir).ctx(|| format!("list {}", dir.display()))?;
@@ -58,6 +68,12 @@ pub(super) fn list_segments(dir: &Path) -> Result<Vec<SegmentInfo>> {
         if name.starts_with("wal-") && name.ends_with(".log.tmp") {
             // A roll that crashed before its rename: never held an acknowledged record.
             remove_file(&entry.path())?;
+            continue;
+        }
+        if name.starts_with("wal-") && name.ends_with(PRUNED_SUFFIX) {
+            // Pruned (older than a durable snapshot) but not yet deleted when the log was
+            // closed: nothing needs it. The thread deleting it may still be at work.
+            remove_pruned(&entry.path())?;
             continue;
         }
         match parse_segment_name(name) {
@@ -312,6 +328,15 @@ pub(super) fn valid_record_after(buf: &[u8], off: usize, min_zxid: i64, last: Op
 
 pub(super) fn remove_file(path: &Path) -> Result<()> {
     fs::remove_file(path).ctx(|| format!("remove {}", path.display()))
+}
+
+/// Deletes a pruned segment; one already gone (deleted by whoever else got to it first: the
+/// deleting thread, or a reopen of the log) is no error.
+pub(super) fn remove_pruned(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other.ctx(|| format!("remove {}", path.display())),
+    }
 }
 
 #[cfg(test)]
