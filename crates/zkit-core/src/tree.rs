@@ -12,33 +12,39 @@
 //!   arena indexed by a `u32` node id; freed ids are reused;
 //! - a path index (a hash table of ids, hashed by the path stored in the record itself, so
 //!   each path is stored once; each entry keeps 32 bits of that hash, so growing the table
-//!   rehashes from the entries alone instead of reading a million records);
+//!   rehashes from the entries alone instead of reading a million records), in shards of
+//!   unequal shares that double one at a time ([`sharded`]): no insert rehashes more than 9 %
+//!   of the index;
 //! - children as a hash set of ids per parent (outside the records: a child create or delete
-//!   never copies a sibling list, and deleting one of a million children is O(1));
+//!   never copies a sibling list, and deleting one of a million children is O(1)), sharded
+//!   the same way from 65,536 children on;
 //! - ACL lists interned in an [`AclTable`] with reference counts;
 //! - a [`Capture`] of the tree is a clone of the arena, which is kept in shared chunks of
 //!   1,024 slots: a reference-count bump per chunk. A mutation then copies the chunk it lands
 //!   in (once per chunk while the capture lives) and the record it touches (`Arc`
 //!   copy-on-write).
 
+mod children;
 mod index;
 mod record;
 mod restore;
+mod sharded;
 mod slots;
 pub(crate) mod stored;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use hashbrown::HashTable;
 use zkit_proto::{op::perms, Acl, ErrorCode, Id, Stat};
 
 use crate::acl::AclTable;
 use crate::path::{self, CONFIG_PATH, PROC_PATH, QUOTA_PATH};
 
+use children::ChildSet;
 use index::{index_hash, index_tag, IndexEntry};
 pub use record::Meta;
 use record::Record;
+use sharded::Sharded;
 use slots::Slots;
 use stored::StoredStat;
 
@@ -169,7 +175,7 @@ impl<'a> Node<'a> {
 
     /// Number of children.
     pub fn num_children(&self) -> usize {
-        self.children.map_or(0, HashTable::len)
+        self.children.map_or(0, ChildSet::len)
     }
 
     /// Child names, sorted (Apache returns its hash-set order, which is unspecified).
@@ -178,7 +184,7 @@ impl<'a> Node<'a> {
         let mut names: Vec<&'a str> = self
             .children
             .into_iter()
-            .flat_map(HashTable::iter)
+            .flat_map(ChildSet::iter)
             .map(|&id| path::name_of(slot_path(slots, id)))
             .collect();
         names.sort_unstable();
@@ -217,15 +223,6 @@ fn stat_of(m: &Meta, data_len: usize, children: usize, extended_types: bool) -> 
     }
 }
 
-/// A parent's children: node ids, hashed by id.
-type ChildSet = HashTable<u32>;
-
-/// Hash of a node id in a [`ChildSet`]: ids are small consecutive integers chosen by the tree
-/// (never by a client), so a multiplicative mix spreads them perfectly.
-fn id_hash(id: u32) -> u64 {
-    u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
 /// The path of the node in slot `id` ("" for a free slot, which no index entry points to).
 fn slot_path(slots: &Slots, id: u32) -> &str {
     slots.get(id).map_or("", |rec| record::path(rec))
@@ -238,7 +235,7 @@ fn slot_key(slots: &Slots, id: u32) -> &[u8] {
 
 /// The path index lookup, as a function of the fields it needs (so callers can hold other
 /// fields mutably). `hash` is [`DataTree::hash`] of `path`.
-fn lookup(index: &HashTable<IndexEntry>, slots: &Slots, hash: u64, path: &[u8]) -> Option<u32> {
+fn lookup(index: &Sharded<IndexEntry>, slots: &Slots, hash: u64, path: &[u8]) -> Option<u32> {
     index
         .find(hash, |e| slot_key(slots, e.id) == path)
         .map(|e| e.id)
@@ -279,8 +276,9 @@ pub struct DataTree {
     /// Node records by id; `None` is a free id (listed in `free`).
     slots: Slots,
     free: Vec<u32>,
-    /// Path → id, hashed by `hasher` over the path inside the record (see [`IndexEntry`]).
-    index: HashTable<IndexEntry>,
+    /// Path → id, hashed by `hasher` over the path inside the record (see [`IndexEntry`]), in
+    /// shards that grow one at a time (see [`Sharded`]).
+    index: Sharded<IndexEntry>,
     /// Seeded by the shell (see [`TreeHasher`]).
     hasher: TreeHasher,
     /// Parent id → child ids (only parents that have children).
@@ -530,10 +528,7 @@ impl DataTree {
     }
 
     fn link(&mut self, parent: u32, child: u32) {
-        self.children
-            .entry(parent)
-            .or_default()
-            .insert_unique(id_hash(child), child, |&c| id_hash(c));
+        self.children.entry(parent).or_default().insert(child);
     }
 
     /// Links every node under its parent (restore): errors on a node without parent or a
@@ -621,9 +616,7 @@ impl DataTree {
         }
         let parent_path = path::parent_of(path).ok_or(ErrorCode::BadArguments)?;
         let parent = self.find(parent_path);
-        if let Ok(entry) = self.index.find_entry(hash, |e| e.id == id) {
-            entry.remove();
-        }
+        self.index.remove(hash, |e| e.id == id);
         self.children.remove(&id);
         let Some(rec) = self.slots.get_mut(id).and_then(Option::take) else {
             return Ok(());
@@ -637,9 +630,7 @@ impl DataTree {
         self.unindex_owner(path, meta.ephemeral_owner);
         if let Some(parent) = parent {
             if let Some(kids) = self.children.get_mut(&parent) {
-                if let Ok(entry) = kids.find_entry(id_hash(id), |&c| c == id) {
-                    entry.remove();
-                }
+                kids.remove(id);
                 if kids.is_empty() {
                     self.children.remove(&parent);
                 }
@@ -666,7 +657,7 @@ impl DataTree {
         time: i64,
     ) -> Result<Stat, ErrorCode> {
         let id = self.find(path).ok_or(ErrorCode::NoNode)?;
-        let children = self.children.get(&id).map_or(0, HashTable::len);
+        let children = self.children.get(&id).map_or(0, ChildSet::len);
         let Some(Some(rec)) = self.slots.get_mut(id) else {
             return Err(ErrorCode::NoNode);
         };
@@ -684,7 +675,7 @@ impl DataTree {
     /// `DataTree.setACL`.
     pub fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
         let id = self.find(path).ok_or(ErrorCode::NoNode)?;
-        let children = self.children.get(&id).map_or(0, HashTable::len);
+        let children = self.children.get(&id).map_or(0, ChildSet::len);
         let Some(Some(rec)) = self.slots.get_mut(id) else {
             return Err(ErrorCode::NoNode);
         };
@@ -715,7 +706,7 @@ impl DataTree {
         DataTree {
             slots: Slots::default(),
             free: Vec::new(),
-            index: HashTable::new(),
+            index: Sharded::default(),
             children: HashMap::with_hasher(hasher.clone()),
             hasher,
             acls: AclTable::default(),
