@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use zkit_server::storage::commit::GroupCommit;
 use zkit_server::storage::error::StorageError;
 use zkit_server::storage::wal::{
-    encode_record, FsyncMode, Wal, WalOptions, WalRecord, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    encode_record, FsyncMode, Pruned, SegmentInfo, Wal, WalOptions, WalRecord, RECORD_HEADER_LEN,
+    SEGMENT_HEADER_LEN,
 };
 
 fn opts(segment_size: u64) -> WalOptions {
@@ -281,16 +282,21 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
+/// A log of zxids 1..=200 in 512-byte segments with its first `n` segments detached (pruned
+/// through the zxid before segment `n`'s first), and its segments before that.
+fn log_with_detached(dir: &Path, n: usize) -> (Wal, Vec<SegmentInfo>, Pruned) {
+    let mut wal = write_log(dir, 1..=200, opts(512));
+    let segs = wal.segments().to_vec();
+    assert!(segs.len() > n + 1, "{}", segs.len());
+    let pruned = wal.detach_through(segs[n].first_zxid - 1).unwrap();
+    assert_eq!(pruned.len(), n);
+    (wal, segs, pruned)
+}
+
 #[test]
 fn pruning_detaches_segments_at_once_and_deletes_them_later() {
     let dir = tempfile::tempdir().unwrap();
-    let mut wal = write_log(dir.path(), 1..=200, opts(512));
-    let segs = wal.segments().to_vec();
-    assert!(segs.len() > 3, "{}", segs.len());
-    // Everything in the first two segments is at most the third's first zxid - 1.
-    let through = segs[2].first_zxid - 1;
-    let pruned = wal.detach_through(through).unwrap();
-    assert_eq!(pruned.len(), 2);
+    let (mut wal, segs, pruned) = log_with_detached(dir.path(), 2);
     // The log forgot them and they no longer look like segments, but they are still on disk:
     // deleting them is left to whoever holds `pruned`, off the thread that writes the log.
     assert_eq!(wal.segments(), &segs[2..]);
@@ -321,11 +327,8 @@ fn pruning_detaches_segments_at_once_and_deletes_them_later() {
 #[test]
 fn a_pruned_segment_left_by_a_crash_is_deleted_on_open() {
     let dir = tempfile::tempdir().unwrap();
-    let mut wal = write_log(dir.path(), 1..=200, opts(512));
-    let segs = wal.segments().to_vec();
     // Detached, then the process dies before deleting them.
-    let pruned = wal.detach_through(segs[1].first_zxid - 1).unwrap();
-    assert_eq!(pruned.len(), 1);
+    let (wal, segs, pruned) = log_with_detached(dir.path(), 1);
     drop((pruned, wal));
     let (wal, report) = Wal::open(dir.path(), opts(512)).unwrap();
     assert_eq!(report.segments, segs.len() - 1);
@@ -336,9 +339,7 @@ fn a_pruned_segment_left_by_a_crash_is_deleted_on_open() {
 #[test]
 fn a_reopen_and_the_deleting_thread_may_both_reach_a_pruned_segment() {
     let dir = tempfile::tempdir().unwrap();
-    let mut wal = write_log(dir.path(), 1..=200, opts(512));
-    let segs = wal.segments().to_vec();
-    let pruned = wal.detach_through(segs[2].first_zxid - 1).unwrap();
+    let (wal, segs, pruned) = log_with_detached(dir.path(), 2);
     drop(wal);
     // The log is opened again (a rebuild after a failed write) and deletes the detached
     // segments before the thread holding `pruned` gets to them: neither side fails.

@@ -53,14 +53,12 @@ fn shard_of(hash: u64) -> usize {
 #[derive(Clone)]
 pub(crate) struct Sharded<T> {
     shards: [HashTable<T>; SHARDS],
-    len: usize,
 }
 
 impl<T> Default for Sharded<T> {
     fn default() -> Self {
         Sharded {
             shards: std::array::from_fn(|_| HashTable::new()),
-            len: 0,
         }
     }
 }
@@ -68,12 +66,12 @@ impl<T> Default for Sharded<T> {
 impl<T> Sharded<T> {
     /// Number of entries.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.shards.iter().map(HashTable::len).sum()
     }
 
     /// Whether there is none.
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.shards.iter().all(HashTable::is_empty)
     }
 
     /// The entry with `hash` for which `eq` holds.
@@ -85,7 +83,6 @@ impl<T> Sharded<T> {
     /// entry (for a shard's growth).
     pub(crate) fn insert_unique(&mut self, hash: u64, value: T, hasher: impl Fn(&T) -> u64) {
         self.shards[shard_of(hash)].insert_unique(hash, value, hasher);
-        self.len += 1;
     }
 
     /// Removes and returns the entry with `hash` for which `eq` holds.
@@ -94,7 +91,6 @@ impl<T> Sharded<T> {
             .find_entry(hash, eq)
             .ok()?
             .remove();
-        self.len -= 1;
         Some(value)
     }
 

@@ -48,13 +48,13 @@ pub(super) fn parse_segment_name(name: &str) -> Option<i64> {
     u64::from_str_radix(hex, 16).ok().map(|z| z as i64)
 }
 
-/// What a pruned segment's name ends with until it is deleted.
-const PRUNED_SUFFIX: &str = ".log.pruned";
+/// What a pruned segment's name gets appended until it is deleted.
+const PRUNED_SUFFIX: &str = ".pruned";
 
 /// The name a pruned segment at `path` is renamed to.
 pub(super) fn pruned_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".pruned");
+    name.push(PRUNED_SUFFIX);
     path.with_file_name(name)
 }
 
@@ -70,7 +70,10 @@ pub(super) fn list_segments(dir: &Path) -> Result<Vec<SegmentInfo>> {
             remove_file(&entry.path())?;
             continue;
         }
-        if name.starts_with("wal-") && name.ends_with(PRUNED_SUFFIX) {
+        if name
+            .strip_suffix(PRUNED_SUFFIX)
+            .is_some_and(|segment| parse_segment_name(segment).is_some())
+        {
             // Pruned (older than a durable snapshot) but not yet deleted when the log was
             // closed: nothing needs it. The thread deleting it may still be at work.
             remove_pruned(&entry.path())?;
