@@ -122,41 +122,166 @@ impl PersistentWatcher {
     }
 }
 
+/// What a client's session state channel holds: the state, and how many times the connection
+/// has dropped so far, so that a watcher can tell a drop it did not see happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StateCell {
+    pub(crate) state: SessionState,
+    /// Transitions into `Disconnected` so far.
+    pub(crate) disconnects: u64,
+}
+
+impl StateCell {
+    /// A new client's cell: `Disconnected`, before its first connection.
+    pub(crate) fn new() -> StateCell {
+        StateCell {
+            state: SessionState::Disconnected,
+            disconnects: 0,
+        }
+    }
+
+    /// Moves to `state`; `false` (nothing changed) when it is the current state or the
+    /// current one is terminal.
+    pub(crate) fn set(&mut self, state: SessionState) -> bool {
+        if self.state == state || self.state.is_terminated() {
+            return false;
+        }
+        self.state = state;
+        if state == SessionState::Disconnected {
+            self.disconnects += 1;
+        }
+        true
+    }
+}
+
 /// Session state changes of a client, from [`crate::Client::state_watcher`].
 ///
-/// Backed by a `tokio::sync::watch`: a state that is replaced before it was looked at is not
-/// seen (a short `Disconnected` may be followed straight by `SyncConnected`).
+/// States that follow each other faster than the watcher looks are merged into the latest,
+/// except that a dropped connection is never hidden: when the connection dropped (and came
+/// back, or the session ended) between two looks, the watcher reports `Disconnected` first,
+/// then the state after it. A `Disconnected` → `SyncConnected` flap therefore always shows as
+/// both, as a session layer needs to tell its users that the connection was suspended.
 #[derive(Debug, Clone)]
 pub struct StateWatcher {
-    receiver: watch::Receiver<SessionState>,
+    receiver: watch::Receiver<StateCell>,
+    /// The drops reported so far.
+    disconnects_seen: u64,
+    /// The state to report after a `Disconnected` reported in its place.
+    after_disconnect: Option<SessionState>,
 }
 
 impl StateWatcher {
-    pub(crate) fn new(mut receiver: watch::Receiver<SessionState>) -> StateWatcher {
-        receiver.borrow_and_update();
-        StateWatcher { receiver }
+    pub(crate) fn new(mut receiver: watch::Receiver<StateCell>) -> StateWatcher {
+        let disconnects_seen = receiver.borrow_and_update().disconnects;
+        StateWatcher {
+            receiver,
+            disconnects_seen,
+            after_disconnect: None,
+        }
     }
 
-    /// The latest state, marking it seen.
+    /// What to report for `cell`: `Disconnected` first when a drop was not reported yet.
+    fn look(&mut self, cell: StateCell) -> SessionState {
+        if cell.disconnects != self.disconnects_seen {
+            self.disconnects_seen = cell.disconnects;
+            if cell.state != SessionState::Disconnected {
+                self.after_disconnect = Some(cell.state);
+                return SessionState::Disconnected;
+            }
+        }
+        cell.state
+    }
+
+    /// The latest state, marking it seen (`Disconnected` if the connection dropped since the
+    /// last look and that was not reported; the latest state then comes from
+    /// [`StateWatcher::changed`] at once).
     pub fn state(&mut self) -> SessionState {
-        *self.receiver.borrow_and_update()
+        self.after_disconnect = None;
+        let cell = *self.receiver.borrow_and_update();
+        self.look(cell)
     }
 
     /// The latest state, without marking it seen.
     pub fn peek_state(&self) -> SessionState {
-        *self.receiver.borrow()
+        self.receiver.borrow().state
     }
 
-    /// Waits for a state not seen yet and returns it.
+    /// Waits for a state not reported yet and returns it.
     ///
     /// After a terminal state was returned, it waits forever: no state follows.
     ///
     /// # Cancellation safety
     /// Cancellation safe.
     pub async fn changed(&mut self) -> SessionState {
+        if let Some(state) = self.after_disconnect.take() {
+            return state;
+        }
         match self.receiver.changed().await {
-            Ok(()) => *self.receiver.borrow_and_update(),
+            Ok(()) => {
+                let cell = *self.receiver.borrow_and_update();
+                self.look(cell)
+            }
             Err(_) => std::future::pending().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{StateCell, StateWatcher};
+    use crate::types::SessionState::{self, *};
+    use tokio::sync::watch;
+
+    /// A client's state channel, moved by `StateCell::set` as the session task moves it.
+    fn channel() -> (watch::Sender<StateCell>, StateWatcher) {
+        let tx = watch::Sender::new(StateCell::new());
+        tx.send_if_modified(|cell| cell.set(SyncConnected));
+        let watcher = StateWatcher::new(tx.subscribe());
+        (tx, watcher)
+    }
+
+    fn set(tx: &watch::Sender<StateCell>, state: SessionState) {
+        tx.send_if_modified(|cell| cell.set(state));
+    }
+
+    #[tokio::test]
+    async fn a_flap_the_watcher_did_not_look_at_still_shows_as_a_drop_then_the_reconnect() {
+        let (tx, mut watcher) = channel();
+        assert_eq!(watcher.state(), SyncConnected);
+        // Dropped and back before the watcher looked.
+        set(&tx, Disconnected);
+        set(&tx, SyncConnected);
+        assert_eq!(watcher.changed().await, Disconnected);
+        assert_eq!(watcher.changed().await, SyncConnected);
+        // Nothing more happened: nothing more is reported.
+        let more = tokio::time::timeout(std::time::Duration::from_millis(50), watcher.changed());
+        assert!(more.await.is_err(), "a state reported twice");
+        // A drop seen as it happens is reported once, not twice.
+        set(&tx, Disconnected);
+        assert_eq!(watcher.changed().await, Disconnected);
+        set(&tx, ConnectedReadOnly);
+        assert_eq!(watcher.changed().await, ConnectedReadOnly);
+    }
+
+    #[tokio::test]
+    async fn state_reports_an_unseen_drop_and_changed_gives_the_state_after_it() {
+        let (tx, mut watcher) = channel();
+        set(&tx, Disconnected);
+        set(&tx, SyncConnected);
+        assert_eq!(watcher.state(), Disconnected);
+        assert_eq!(watcher.changed().await, SyncConnected);
+        assert_eq!(watcher.peek_state(), SyncConnected);
+    }
+
+    #[tokio::test]
+    async fn a_drop_before_the_session_ended_is_reported_before_the_end() {
+        let (tx, mut watcher) = channel();
+        set(&tx, Disconnected);
+        set(&tx, Expired);
+        // A terminal state is final: later states are refused.
+        set(&tx, SyncConnected);
+        assert_eq!(watcher.changed().await, Disconnected);
+        assert_eq!(watcher.changed().await, Expired);
+        assert_eq!(watcher.peek_state(), Expired);
     }
 }

@@ -99,7 +99,7 @@ impl Client {
 
     /// The current session state.
     pub fn state(&self) -> SessionState {
-        *self.shared.state.borrow()
+        self.shared.state.borrow().state
     }
 
     /// A watcher of state changes from now on.

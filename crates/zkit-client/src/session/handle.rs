@@ -13,13 +13,14 @@ use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::path::Chroot;
-use crate::types::{SessionInfo, SessionState, WatchType, WatchedEvent};
+use crate::types::{SessionInfo, WatchType, WatchedEvent};
 use crate::watch::{WatchKind, WatcherId};
+use crate::watcher::StateCell;
 
 /// State the task publishes for [`crate::Client`]'s synchronous accessors.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub state: watch::Sender<SessionState>,
+    pub state: watch::Sender<StateCell>,
     pub info: Mutex<SessionInfo>,
     /// Negotiated session timeout in ms.
     pub timeout_ms: AtomicU64,

@@ -43,7 +43,7 @@ impl Task {
         let sleep = tokio::time::sleep_until(Instant::now() + ping_every);
         tokio::pin!(sleep);
         let stop = loop {
-            let readonly = *self.shared.state.borrow() == SessionState::ConnectedReadOnly;
+            let readonly = self.shared.state.borrow().state == SessionState::ConnectedReadOnly;
             let mut deadline = (conn.last_recv + read_timeout).min(conn.last_send + ping_every);
             if readonly && rw_probe.is_none() {
                 deadline = deadline.min(next_rw_probe);

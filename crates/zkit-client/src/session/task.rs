@@ -16,6 +16,7 @@ use crate::hosts::{Host, HostProvider};
 use crate::transport::{ReadBuffer, Transport};
 use crate::types::{SessionId, SessionInfo, SessionState, WatchType, WatchedEvent};
 use crate::watch::{WatchManager, WatcherId};
+use crate::watcher::StateCell;
 
 use super::handle::{lock, Command, Config, Ready, Reply, Shared, Sink, Submit, WatchIntent};
 
@@ -121,7 +122,7 @@ pub(crate) fn new_task(
         None => (0, vec![0; 16], false),
     };
     let shared = Arc::new(Shared {
-        state: watch::Sender::new(SessionState::Disconnected),
+        state: watch::Sender::new(StateCell::new()),
         info: Mutex::new(SessionInfo {
             id: SessionId(session_id),
             password: passwd.clone(),
@@ -182,13 +183,7 @@ impl Task {
     }
 
     pub(super) fn set_state(&mut self, state: SessionState) {
-        let changed = self.shared.state.send_if_modified(|s| {
-            if *s == state || s.is_terminated() {
-                return false;
-            }
-            *s = state;
-            true
-        });
+        let changed = self.shared.state.send_if_modified(|cell| cell.set(state));
         if changed && !state.is_terminated() {
             for sink in self.watches.persistent() {
                 sink.send_ref(WatchedEvent::new_session(state));
