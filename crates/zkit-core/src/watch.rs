@@ -108,15 +108,30 @@ impl WatchTable {
     /// one-shot registrations are consumed. Returns them sorted.
     pub fn trigger(&mut self, path: &str, children_changed: bool) -> BTreeSet<ConnId> {
         let mut matched = BTreeSet::new();
+        self.trigger_into(path, children_changed, &mut matched);
+        matched
+    }
+
+    /// [`WatchTable::trigger`], adding the connections to `matched`.
+    pub fn trigger_into(
+        &mut self,
+        path: &str,
+        children_changed: bool,
+        matched: &mut BTreeSet<ConnId>,
+    ) {
         if self.recursive == 0 {
             // Only registrations on the path itself can match: no ancestor is looked at.
-            self.trigger_at(path, true, children_changed, &mut matched);
+            self.trigger_at(path, true, children_changed, matched);
         } else {
             for (depth, local) in path::self_and_ancestors(path).enumerate() {
-                self.trigger_at(local, depth == 0, children_changed, &mut matched);
+                self.trigger_at(local, depth == 0, children_changed, matched);
             }
         }
-        matched
+    }
+
+    /// Whether no watch is registered at all (nothing can trigger).
+    pub fn is_empty(&self) -> bool {
+        self.by_path.is_empty()
     }
 
     /// The registrations on `local` (the triggering path itself when `is_self`, else one of

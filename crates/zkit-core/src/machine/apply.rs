@@ -41,6 +41,15 @@ impl OpOutcome {
         }
     }
 
+    /// Success without the path, for a replay, where no reply is shaped from it.
+    fn ok_unnamed(stat: Option<Stat>) -> OpOutcome {
+        OpOutcome {
+            err: 0,
+            path: String::new(),
+            stat,
+        }
+    }
+
     fn err(code: ErrorCode) -> OpOutcome {
         OpOutcome {
             err: code as i32,
@@ -50,10 +59,41 @@ impl OpOutcome {
     }
 }
 
+/// The outcomes of one txn: a lone op's, or a multi's sub-ops' in order.
+#[derive(Debug)]
+pub(super) enum Outcomes {
+    /// The txn was already in the state (see [`Core::apply`]): nothing was applied.
+    Skipped,
+    /// A txn of one op.
+    Lone(OpOutcome),
+    /// A multi.
+    Multi(Vec<OpOutcome>),
+}
+
+impl Outcomes {
+    /// The last op's outcome (a lone op's own).
+    pub(super) fn last(self) -> Option<OpOutcome> {
+        match self {
+            Outcomes::Skipped => None,
+            Outcomes::Lone(o) => Some(o),
+            Outcomes::Multi(mut v) => v.pop(),
+        }
+    }
+
+    /// Every op's outcome, in order.
+    pub(super) fn into_vec(self) -> Vec<OpOutcome> {
+        match self {
+            Outcomes::Skipped => Vec::new(),
+            Outcomes::Lone(o) => vec![o],
+            Outcomes::Multi(v) => v,
+        }
+    }
+}
+
 impl Core {
     /// Applies, then queues the txn for the WAL.
-    pub(super) fn commit(&mut self, txn: Txn) -> Vec<OpOutcome> {
-        let outcomes = self.apply_txn(&txn);
+    pub(super) fn commit(&mut self, txn: Txn) -> Outcomes {
+        let outcomes = self.apply_txn(&txn, true);
         self.out.txns.push(txn);
         outcomes
     }
@@ -64,24 +104,35 @@ impl Core {
     /// snapshot is safe. A txn that does not fit the tree (corrupt log) changes nothing for
     /// that op and never panics.
     pub fn apply(&mut self, txn: &Txn) {
-        self.apply_txn(txn);
+        self.apply_txn(txn, false);
     }
 
-    fn apply_txn(&mut self, txn: &Txn) -> Vec<OpOutcome> {
+    /// Applies `txn`; `named`: the outcomes carry the ops' paths (for the replies of a live
+    /// write; a replay has none to shape).
+    fn apply_txn(&mut self, txn: &Txn, named: bool) -> Outcomes {
         if txn.zxid <= self.last_zxid {
             // Already in the state (a WAL segment overlapping the snapshot it was replayed
             // onto): applying it again would double-count, so replay is idempotent instead.
-            return Vec::new();
+            return Outcomes::Skipped;
         }
         self.last_zxid = txn.zxid;
         match &txn.op {
-            TxnOp::Multi(ops) => ops.iter().map(|op| self.apply_op(txn, op)).collect(),
-            op => vec![self.apply_op(txn, op)],
+            TxnOp::Multi(ops) => {
+                Outcomes::Multi(ops.iter().map(|op| self.apply_op(txn, op, named)).collect())
+            }
+            op => Outcomes::Lone(self.apply_op(txn, op, named)),
         }
     }
 
-    fn apply_op(&mut self, txn: &Txn, op: &TxnOp) -> OpOutcome {
+    fn apply_op(&mut self, txn: &Txn, op: &TxnOp, named: bool) -> OpOutcome {
         let zxid = txn.zxid;
+        let ok = |path: &str, stat: Option<Stat>| {
+            if named {
+                OpOutcome::ok(path, stat)
+            } else {
+                OpOutcome::ok_unnamed(stat)
+            }
+        };
         match op {
             TxnOp::CreateSession { timeout_ms, passwd } => {
                 self.sessions.insert(
@@ -122,7 +173,7 @@ impl Core {
                 Ok(stat) => {
                     self.fire(path, event_type::NODE_CREATED, true, false, Some(acl));
                     self.fire_parent_children_changed(path);
-                    OpOutcome::ok(path, Some(stat))
+                    ok(path, Some(stat))
                 }
                 Err(e) => OpOutcome::err(e),
             },
@@ -131,7 +182,7 @@ impl Core {
                 match self.tree.delete(path, zxid) {
                     Ok(()) => {
                         self.fire_deleted(path, acl.as_deref());
-                        OpOutcome::ok(path, None)
+                        ok(path, None)
                     }
                     Err(e) => OpOutcome::err(e),
                 }
@@ -147,23 +198,23 @@ impl Core {
                 {
                     Ok(stat) => {
                         self.fire(path, event_type::NODE_DATA_CHANGED, true, false, None);
-                        OpOutcome::ok(path, Some(stat))
+                        ok(path, Some(stat))
                     }
                     Err(e) => OpOutcome::err(e),
                 }
             }
             TxnOp::SetAcl { path, acl, version } => match self.tree.set_acl(path, acl, *version) {
-                Ok(stat) => OpOutcome::ok(path, Some(stat)),
+                Ok(stat) => ok(path, Some(stat)),
                 Err(e) => OpOutcome::err(e),
             },
             TxnOp::Check { path, .. } => match self.tree.stat(path) {
-                Some(stat) => OpOutcome::ok(path, Some(stat)),
+                Some(stat) => ok(path, Some(stat)),
                 None => OpOutcome::err(ErrorCode::NoNode),
             },
             TxnOp::Multi(ops) => {
                 // Never produced by prep (multi does not nest); replayed flat if a log has it.
                 for op in ops {
-                    self.apply_op(txn, op);
+                    self.apply_op(txn, op, named);
                 }
                 OpOutcome::ok("", None)
             }
@@ -197,13 +248,21 @@ impl Core {
     /// `WatchManager.triggerWatch` + `ServerCnxn.process(event, acl)` (CVE-2024-23944,
     /// ZOOKEEPER-4799; in Debian's 3.8.0-11+deb12u2 too).
     fn fire(&mut self, path: &str, kind: i32, data: bool, child: bool, acl: Option<&[Acl]>) {
+        // Most writes meet no watch at all: then there is nothing to collect or consume.
+        let data = data && !self.data_watches.is_empty();
+        let child = child && !self.child_watches.is_empty();
+        if !data && !child {
+            return;
+        }
         let mut conns = BTreeSet::new();
         let children_changed = kind == event_type::NODE_CHILDREN_CHANGED;
         if data {
-            conns.extend(self.data_watches.trigger(path, children_changed));
+            self.data_watches
+                .trigger_into(path, children_changed, &mut conns);
         }
         if child {
-            conns.extend(self.child_watches.trigger(path, children_changed));
+            self.child_watches
+                .trigger_into(path, children_changed, &mut conns);
         }
         if conns.is_empty() {
             return;

@@ -59,13 +59,13 @@ impl Core {
                 return Err(e as i32);
             }
         };
-        let mut outcomes = self.commit(Txn {
+        let outcomes = self.commit(Txn {
             zxid: self.next_zxid(),
             session,
             time: now,
             op,
         });
-        match outcomes.pop() {
+        match outcomes.last() {
             Some(o) if o.err == 0 => Ok(o),
             Some(o) => Err(o.err),
             None => Err(ErrorCode::SystemError as i32),
@@ -293,7 +293,7 @@ impl Core {
                 op: TxnOp::Multi(txn_ops),
             });
             ops.iter()
-                .zip(outcomes)
+                .zip(outcomes.into_vec())
                 .map(|(op, o)| {
                     if o.err != 0 {
                         return MultiResult::Error { err: o.err };
