@@ -118,6 +118,38 @@ impl SessionState {
     }
 }
 
+/// What a client's session state channel holds: the state, and how many times the connection
+/// has dropped so far, so that a watcher can tell a drop it did not see happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StateCell {
+    pub(crate) state: SessionState,
+    /// Transitions into `Disconnected` so far.
+    pub(crate) disconnects: u64,
+}
+
+impl StateCell {
+    /// A new client's cell: `Disconnected`, before its first connection.
+    pub(crate) fn new() -> StateCell {
+        StateCell {
+            state: SessionState::Disconnected,
+            disconnects: 0,
+        }
+    }
+
+    /// Moves to `state`; `false` (nothing changed) when it is the current state or the
+    /// current one is terminal.
+    pub(crate) fn set(&mut self, state: SessionState) -> bool {
+        if self.state == state || self.state.is_terminated() {
+            return false;
+        }
+        self.state = state;
+        if state == SessionState::Disconnected {
+            self.disconnects += 1;
+        }
+        true
+    }
+}
+
 impl std::fmt::Display for SessionState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(self, f)

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use crate::path::Chroot;
 use crate::session::{Unwatch, WatcherEvents, WatcherReceiver};
-use crate::types::{EventType, SessionState, WatchedEvent};
+use crate::types::{EventType, SessionState, StateCell, WatchedEvent};
 
 fn localize(mut event: WatchedEvent, chroot: &Chroot) -> WatchedEvent {
     if event.event_type != EventType::Session {
@@ -122,38 +122,6 @@ impl PersistentWatcher {
     }
 }
 
-/// What a client's session state channel holds: the state, and how many times the connection
-/// has dropped so far, so that a watcher can tell a drop it did not see happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StateCell {
-    pub(crate) state: SessionState,
-    /// Transitions into `Disconnected` so far.
-    pub(crate) disconnects: u64,
-}
-
-impl StateCell {
-    /// A new client's cell: `Disconnected`, before its first connection.
-    pub(crate) fn new() -> StateCell {
-        StateCell {
-            state: SessionState::Disconnected,
-            disconnects: 0,
-        }
-    }
-
-    /// Moves to `state`; `false` (nothing changed) when it is the current state or the
-    /// current one is terminal.
-    pub(crate) fn set(&mut self, state: SessionState) -> bool {
-        if self.state == state || self.state.is_terminated() {
-            return false;
-        }
-        self.state = state;
-        if state == SessionState::Disconnected {
-            self.disconnects += 1;
-        }
-        true
-    }
-}
-
 /// Session state changes of a client, from [`crate::Client::state_watcher`].
 ///
 /// States that follow each other faster than the watcher looks are merged into the latest,
@@ -228,8 +196,9 @@ impl StateWatcher {
 
 #[cfg(test)]
 mod tests {
-    use super::{StateCell, StateWatcher};
+    use super::StateWatcher;
     use crate::types::SessionState::{self, *};
+    use crate::types::StateCell;
     use tokio::sync::watch;
 
     /// A client's state channel, moved by `StateCell::set` as the session task moves it.

@@ -13,9 +13,8 @@ use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::path::Chroot;
-use crate::types::{SessionInfo, WatchType, WatchedEvent};
+use crate::types::{SessionInfo, StateCell, WatchType, WatchedEvent};
 use crate::watch::{WatchKind, WatcherId};
-use crate::watcher::StateCell;
 
 /// State the task publishes for [`crate::Client`]'s synchronous accessors.
 #[derive(Debug)]

@@ -14,9 +14,8 @@ use tracing::info;
 use crate::error::{Error, Result};
 use crate::hosts::{Host, HostProvider};
 use crate::transport::{ReadBuffer, Transport};
-use crate::types::{SessionId, SessionInfo, SessionState, WatchType, WatchedEvent};
+use crate::types::{SessionId, SessionInfo, SessionState, StateCell, WatchType, WatchedEvent};
 use crate::watch::{WatchManager, WatcherId};
-use crate::watcher::StateCell;
 
 use super::handle::{lock, Command, Config, Ready, Reply, Shared, Sink, Submit, WatchIntent};
 
