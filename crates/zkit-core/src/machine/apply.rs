@@ -41,15 +41,6 @@ impl OpOutcome {
         }
     }
 
-    /// Success without the path, for a replay, where no reply is shaped from it.
-    fn ok_unnamed(stat: Option<Stat>) -> OpOutcome {
-        OpOutcome {
-            err: 0,
-            path: String::new(),
-            stat,
-        }
-    }
-
     fn err(code: ErrorCode) -> OpOutcome {
         OpOutcome {
             err: code as i32,
@@ -126,13 +117,9 @@ impl Core {
 
     fn apply_op(&mut self, txn: &Txn, op: &TxnOp, named: bool) -> OpOutcome {
         let zxid = txn.zxid;
-        let ok = |path: &str, stat: Option<Stat>| {
-            if named {
-                OpOutcome::ok(path, stat)
-            } else {
-                OpOutcome::ok_unnamed(stat)
-            }
-        };
+        // A replay shapes no reply: its outcomes go without the path (an empty one is no copy).
+        let ok =
+            |path: &str, stat: Option<Stat>| OpOutcome::ok(if named { path } else { "" }, stat);
         match op {
             TxnOp::CreateSession { timeout_ms, passwd } => {
                 self.sessions.insert(
