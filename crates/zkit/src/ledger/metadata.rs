@@ -319,7 +319,14 @@ impl MetadataStore {
     }
 
     /// Writable and read-only bookies (`available/`, `available/readonly/`), sorted.
+    ///
+    /// `sync` first: a bookie registers through its own session, perhaps on another ensemble
+    /// member, and ZooKeeper orders each session's view, not all sessions' together. Without it
+    /// a member that has not applied a registration yet could leave out a bookie that was
+    /// already serving when this was called.
     pub async fn bookies(&self) -> Result<(Vec<String>, Vec<String>), LedgerError> {
+        let available = self.layout.available();
+        self.retrying(|client| client.sync(&available)).await?;
         let mut writable: Vec<String> = self
             .children(&self.layout.available())
             .await?
