@@ -41,6 +41,7 @@
 //! This module knows nothing about txns, sessions or the tree.
 
 use std::fs::{self, File, OpenOptions};
+use std::io::Read as _;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
@@ -538,6 +539,7 @@ impl Wal {
             segments: self.segments[start..].to_vec(),
             from,
             pending: std::collections::VecDeque::new(),
+            buf: Vec::new(),
             last_zxid: None,
             deferred: None,
             failed: false,
@@ -626,7 +628,13 @@ impl Pruned {
 pub struct WalReader {
     segments: Vec<SegmentInfo>,
     from: i64,
-    pending: std::collections::VecDeque<WalRecord>,
+    /// The zxids and places in `buf` of the records of the segment still to hand out. Each is
+    /// copied out only when handed out: copying a whole segment's records up front held
+    /// 64 MiB of them at once, on fresh pages for every segment.
+    pending: std::collections::VecDeque<(i64, std::ops::Range<usize>)>,
+    /// The segment being read, whole. One buffer for every segment: a fresh 64 MiB for each
+    /// would have the kernel fault in and zero its pages again.
+    buf: Vec<u8>,
     last_zxid: Option<i64>,
     /// Corruption found after records that are still pending.
     deferred: Option<StorageError>,
@@ -639,21 +647,25 @@ impl WalReader {
             return Ok(false);
         }
         let seg = self.segments.remove(0);
-        let buf = fs::read(&seg.path).ctx(|| format!("read {}", seg.path.display()))?;
+        self.buf.clear();
+        File::open(&seg.path)
+            .and_then(|mut file| file.read_to_end(&mut self.buf))
+            .ctx(|| format!("read {}", seg.path.display()))?;
+        let buf = &self.buf;
         let corrupt = |offset: usize, reason: String| StorageError::Corruption {
             file: seg.path.clone(),
             offset: offset as u64,
             reason,
         };
-        check_header(&buf, seg.first_zxid).map_err(|r| corrupt(0, r))?;
+        check_header(buf, seg.first_zxid).map_err(|r| corrupt(0, r))?;
         let from = self.from;
         let pending = &mut self.pending;
-        let outcome = scan(&buf, seg.first_zxid, self.last_zxid, |zxid, payload| {
+        let start = buf.as_ptr() as usize;
+        let outcome = scan(buf, seg.first_zxid, self.last_zxid, |zxid, payload| {
             if zxid >= from {
-                pending.push_back(WalRecord {
-                    zxid,
-                    payload: payload.to_vec(),
-                });
+                // `payload` is a slice of `buf`: where it starts there.
+                let at = payload.as_ptr() as usize - start;
+                pending.push_back((zxid, at..at + payload.len()));
             }
         });
         self.last_zxid = outcome.last_zxid;
@@ -677,8 +689,9 @@ impl Iterator for WalReader {
             if self.failed {
                 return None;
             }
-            if let Some(record) = self.pending.pop_front() {
-                return Some(Ok(record));
+            if let Some((zxid, at)) = self.pending.pop_front() {
+                let payload = self.buf.get(at).map(<[u8]>::to_vec).unwrap_or_default();
+                return Some(Ok(WalRecord { zxid, payload }));
             }
             if let Some(err) = self.deferred.take() {
                 self.failed = true;
