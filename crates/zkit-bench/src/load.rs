@@ -82,7 +82,9 @@ pub async fn run_load(zkit: &Path, spec: &LoadSpec) -> Result<LoadReport> {
     .map(|s| s.to_string())
     .collect();
     if let Some(rate) = spec.rate {
+        // Each second's slowest request too, so that a tail can be placed in time.
         args.extend(["--rate".to_string(), rate.to_string()]);
+        args.extend(["--interval".to_string(), "1".to_string()]);
     }
     if !spec.cleanup {
         args.push("--keep".to_string());
@@ -90,6 +92,17 @@ pub async fn run_load(zkit: &Path, spec: &LoadSpec) -> Result<LoadReport> {
     let stdout = run_zkit(zkit, &args).await?;
     let json: Value = serde_json::from_str(stdout.trim())
         .with_context(|| format!("zkit bench server printed {stdout:?}"))?;
+    if let Some(windows) = json.get("windows").and_then(Value::as_array) {
+        let slowest: Vec<String> = windows
+            .iter()
+            .filter_map(|w| w.get("max_us").and_then(Value::as_u64))
+            .map(|us| format!("{:.1}", us as f64 / 1000.0))
+            .collect();
+        eprintln!(
+            "    slowest request of each second (ms): {}",
+            slowest.join(" ")
+        );
+    }
     LoadReport::from_json(spec.ops, &json)
 }
 
