@@ -2,8 +2,7 @@
 //! once.
 //!
 //! A hash table grows by doubling: at 7/8 of each power of two it moves every entry to a table
-//! twice the size. For the tree's large tables (the path index, the children of a parent with
-//! millions) that is tens of megabytes read and, worse on a VM, twice as many written into
+//! twice the size. For the tree's largest table, the path index, that is tens of megabytes read and, worse on a VM, twice as many written into
 //! fresh pages, all within one insert: a stall of 100-200 ms at 2M entries here, during which
 //! the pipeline answered nobody. Split evenly, the shards would all reach 7/8 within a few
 //! thousand inserts of each other, the same stall in a few pieces. So shard `i` takes a share
@@ -105,8 +104,9 @@ impl<T> Sharded<T> {
         }
     }
 
-    /// Every entry, in no particular order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+    /// Every entry, in no particular order (tests).
+    #[cfg(test)]
+    fn iter(&self) -> impl Iterator<Item = &T> {
         self.shards.iter().flat_map(HashTable::iter)
     }
 
