@@ -434,15 +434,17 @@ async fn supervise(shared: Arc<Shared>) {
             shared.emit(SessionState::Closed, generation, session_id);
             return;
         }
-        shared.emit(SessionState::Lost, generation, session_id);
         // The old client must not revive the old session (reconnecting after we declared it
-        // lost would keep its ephemeral nodes alive behind the recipes' backs): close it. Without
-        // a connection the close is local and immediate.
+        // lost would keep its ephemeral nodes alive behind the recipes' backs): close it, and
+        // before `Lost` is announced, so that whatever a listener does on `Lost` (let the link
+        // come back, say) finds the close already queued ahead of any reconnect. Without a
+        // connection the close is local and immediate.
         let (old, old_generation) = shared.current();
         if old_generation == generation {
             tokio::spawn(old.close());
         }
         drop(old);
+        shared.emit(SessionState::Lost, generation, session_id);
         if !rebuild(&shared, generation).await {
             shared.emit(SessionState::Closed, generation, session_id);
             return;

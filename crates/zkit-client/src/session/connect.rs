@@ -115,6 +115,8 @@ impl Task {
     }
 
     /// Runs `fut` while queueing commands; `None` when a close request interrupted it.
+    /// Commands are looked at first: a close queued before `fut` finished (a connect attempt,
+    /// say) wins over it, so a closed client never comes back connected.
     pub(super) async fn queue_while<F: Future>(&mut self, fut: F) -> Option<F::Output> {
         tokio::pin!(fut);
         loop {
@@ -122,8 +124,9 @@ impl Task {
                 return None;
             }
             tokio::select! {
-                out = &mut fut => return Some(out),
+                biased;
                 cmd = self.rx.recv() => self.queue_command(cmd),
+                out = &mut fut => return Some(out),
             }
         }
     }
