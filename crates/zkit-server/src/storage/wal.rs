@@ -660,12 +660,9 @@ impl WalReader {
         check_header(buf, seg.first_zxid).map_err(|r| corrupt(0, r))?;
         let from = self.from;
         let pending = &mut self.pending;
-        let start = buf.as_ptr() as usize;
         let outcome = scan(buf, seg.first_zxid, self.last_zxid, |zxid, payload| {
             if zxid >= from {
-                // `payload` is a slice of `buf`: where it starts there.
-                let at = payload.as_ptr() as usize - start;
-                pending.push_back((zxid, at..at + payload.len()));
+                pending.push_back((zxid, payload));
             }
         });
         self.last_zxid = outcome.last_zxid;

@@ -216,13 +216,14 @@ pub(super) struct Scan {
     pub(super) stop: Stop,
 }
 
-/// Walks the records of one segment (header already checked), calling `on_record` for each valid
-/// one, and classifies what stopped the walk.
+/// Walks the records of one segment (header already checked), calling `on_record` with each
+/// valid one's zxid and the range of `buf` its payload takes, and classifies what stopped the
+/// walk.
 pub(super) fn scan(
     buf: &[u8],
     first_zxid: i64,
     mut last: Option<i64>,
-    mut on_record: impl FnMut(i64, &[u8]),
+    mut on_record: impl FnMut(i64, std::ops::Range<usize>),
 ) -> Scan {
     let mut off = SEGMENT_HEADER_LEN as usize;
     let mut records = 0;
@@ -233,7 +234,7 @@ pub(super) fn scan(
                 payload,
                 next,
             } => {
-                on_record(zxid, payload);
+                on_record(zxid, next - payload.len()..next);
                 records += 1;
                 last = Some(zxid);
                 off = next;
@@ -359,7 +360,7 @@ mod tests {
     fn scan_reads_records_and_stops_at_zeros() {
         let buf = segment(&[(1, b"a"), (2, b""), (5, b"ccc")], 100);
         let mut got = Vec::new();
-        let s = scan(&buf, 1, None, |z, p| got.push((z, p.to_vec())));
+        let s = scan(&buf, 1, None, |z, p| got.push((z, buf[p].to_vec())));
         assert!(matches!(s.stop, Stop::Clean));
         assert_eq!(
             got,
