@@ -92,7 +92,12 @@ pub(super) fn performance_doc(d: &PerformanceDoc<'_>) -> String {
     let _ = writeln!(
         out,
         "## Workloads\n\n\
-         Each server is started fresh for each of two phases and stopped after it; zkit first.\n\n\
+         Each server is started fresh for each of two phases and stopped after it; zkit first. \
+         Before each start the harness flushes the disk (syncfs(2)) and waits for it, so that \
+         no server is measured while the kernel writes back what the one before it left \
+         unsynced in the page cache (Apache ZooKeeper writes its snapshots without fsync: \
+         hundreds of MB after its first phase, whose write-back 30 s later stalls every \
+         fdatasync of the disk).\n\n\
          1. Synchronous latency, one session, one request at a time, {sync}s each: `exists` on a \
          missing node (the loopback round trip through the server), `setData` (a durable write) \
          and `getData` of {v} bytes.\n\

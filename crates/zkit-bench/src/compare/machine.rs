@@ -58,6 +58,49 @@ pub(super) fn fdatasync_cost(dir: &Path, samples: usize) -> Result<FdatasyncCost
     Ok(FdatasyncCost { append, in_place })
 }
 
+/// What [`settle_disk`] found and how long the flush took.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Settled {
+    /// Dirty and under-writeback page cache before the flush, in KiB (/proc/meminfo).
+    pub(super) dirty_kib: u64,
+    pub(super) took: Duration,
+}
+
+/// Flushes every dirty page of the file system holding `dir` (syncfs(2)) and waits for it.
+///
+/// Run before each server starts, so that no server is measured while the kernel writes back
+/// what an earlier one (or a build) left in the page cache: a server that writes files without
+/// fsync (Apache ZooKeeper's snapshots) leaves hundreds of MB dirty, and when the kernel's
+/// flusher writes them back 30 s later every fdatasync of the disk waits behind them, in
+/// whichever server is running then.
+pub(super) fn settle_disk(dir: &Path) -> Result<Settled> {
+    use std::os::fd::AsRawFd as _;
+    std::fs::create_dir_all(dir)?;
+    let dirty_kib = dirty_kib();
+    let t0 = Instant::now();
+    let handle = std::fs::File::open(dir)?;
+    // SAFETY: syncfs on a file descriptor we own.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::syncfs(handle.as_raw_fd()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(Settled {
+        dirty_kib,
+        took: t0.elapsed(),
+    })
+}
+
+/// Dirty plus under-writeback page cache, in KiB.
+fn dirty_kib() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    meminfo
+        .lines()
+        .filter(|l| l.starts_with("Dirty:") || l.starts_with("Writeback:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
 pub(super) fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }

@@ -28,7 +28,7 @@ use anyhow::{Context as _, Result};
 pub use self::args::BenchCompareArgs;
 use self::doc::{latency_series, performance_doc, with_hand_written, PerformanceDoc};
 use self::figures::{CompareSizes, ServerFigures};
-use self::machine::{fdatasync_cost, load_average};
+use self::machine::{fdatasync_cost, load_average, settle_disk};
 use self::phases::{phase_one, phase_two};
 use self::table::{rows, table, targets};
 use crate::bench_common::raise_fd_limit;
@@ -67,6 +67,7 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
         work.display()
     );
 
+    settle(&work, "the fdatasync probe").await?;
     let fdatasync = fdatasync_cost(&work, sizes.fsync_samples)?;
     eprintln!(
         "  fdatasync p50 on this disk: {} appending, {} into a fallocated file",
@@ -166,6 +167,19 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
 }
 
 /// Runs both phases against both servers, one fresh server at a time.
+/// Flushes the work dir's file system before `what` starts (see [`settle_disk`]) and says how
+/// much was dirty.
+async fn settle(work: &Path, what: &str) -> Result<()> {
+    let dir = work.to_path_buf();
+    let settled = tokio::task::spawn_blocking(move || settle_disk(&dir)).await??;
+    eprintln!(
+        "  disk flushed before {what}: {:.1} MiB dirty, {:.2} s",
+        settled.dirty_kib as f64 / 1024.0,
+        settled.took.as_secs_f64()
+    );
+    Ok(())
+}
+
 async fn compare_phases(
     zkit: &Path,
     args: &BenchCompareArgs,
@@ -179,11 +193,13 @@ async fn compare_phases(
     let apache_port = || args.apache_port.map_or_else(free_port, Ok);
 
     eprintln!("phase 1: latency and pipelined throughput");
+    settle(work, "zkit").await?;
     let server = RunningServer::start_zkit(zkit, &work.join("zkit-1"), zkit_port()?).await?;
     let r = phase_one(zkit, &server, args, sizes, &mut z).await;
     server.stop().await?;
     r?;
     if !args.zkit_only {
+        settle(work, "Apache ZooKeeper").await?;
         let server = RunningServer::start_apache(
             script,
             &work.join("apache-1"),
@@ -214,11 +230,13 @@ async fn compare_phases(
         "phase 2: fixed offered load {rate}/s, {} znodes, idle sessions, watch storm",
         sizes.nodes
     );
+    settle(work, "zkit").await?;
     let server = RunningServer::start_zkit(zkit, &work.join("zkit-2"), zkit_port()?).await?;
     let r = phase_two(zkit, &server, args, sizes, rate, &mut z).await;
     server.stop().await?;
     r?;
     if !args.zkit_only {
+        settle(work, "Apache ZooKeeper").await?;
         let server = RunningServer::start_apache(
             script,
             &work.join("apache-2"),
