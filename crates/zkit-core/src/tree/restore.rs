@@ -79,7 +79,7 @@ impl DataTree {
     pub(crate) fn restore_prepared(&mut self, prepared: PreparedRecord) -> Result<(), String> {
         let PreparedRecord { rec, tag } = prepared;
         let p = record::path_bytes(&rec);
-        if lookup(&self.index, &self.slots, index_hash(tag), p).is_some() {
+        if lookup(&self.index, &self.slots, tag, p).is_some() {
             return Err(format!("duplicate path {}", record::path(&rec)));
         }
         self.acls.add_ref(record::meta(&rec).acl);
@@ -100,7 +100,7 @@ impl DataTree {
             return Err(format!("invalid path {p:?}"));
         }
         let tag = self.tag(p);
-        if lookup(&self.index, &self.slots, index_hash(tag), p.as_bytes()).is_some() {
+        if lookup(&self.index, &self.slots, tag, p.as_bytes()).is_some() {
             return Err(format!("duplicate path {p}"));
         }
         let meta = Meta {
