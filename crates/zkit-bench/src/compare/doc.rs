@@ -106,7 +106,9 @@ pub(super) fn performance_doc(d: &PerformanceDoc<'_>) -> String {
          `zkit bench lock` with one client for {sync}s (acquire and release of one lock: an \
          ephemeral sequential create, a getChildren and a delete per cycle).\n\
          3. Fixed offered load: mixed:90 at half the slower server's closed-loop mixed:90 \
-         rate, latency counted from each request's scheduled send time.\n\
+         rate, latency counted from each request's scheduled send time, after {warm}s of the \
+         same load unmeasured (each server has just been started; a JVM's first seconds are \
+         its JIT's).\n\
          4. Memory: {nodes} znodes of {v} bytes (RSS from /proc/PID/status, data dir as \
          allocated on disk).\n\
          5. {idle} idle sessions, each with one watch: RSS and the server's CPU over {win}s of \
@@ -118,6 +120,7 @@ pub(super) fn performance_doc(d: &PerformanceDoc<'_>) -> String {
         sess = d.args.sessions,
         inf = d.args.inflight,
         sec = s.seconds,
+        warm = s.warmup_seconds,
         nodes = s.nodes,
         idle = s.idle_sessions.max(s.watchers),
         win = s.idle_window.as_secs(),

@@ -9,6 +9,8 @@ use crate::load::{LoadReport, LockRow};
 pub(super) struct CompareSizes {
     pub(super) seconds: u64,
     pub(super) sync_seconds: u64,
+    /// Unmeasured seconds of the fixed offered load before the measured ones.
+    pub(super) warmup_seconds: u64,
     pub(super) nodes: usize,
     pub(super) idle_sessions: usize,
     pub(super) watchers: usize,

@@ -43,6 +43,7 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
     let sizes = CompareSizes {
         seconds: args.seconds.unwrap_or(if quick { 2 } else { 10 }).max(1),
         sync_seconds: args.seconds.unwrap_or(if quick { 1 } else { 5 }).max(1),
+        warmup_seconds: if quick { 1 } else { 5 },
         nodes: args.nodes.unwrap_or(if quick { 20_000 } else { 1_000_000 }),
         idle_sessions: args
             .idle_sessions

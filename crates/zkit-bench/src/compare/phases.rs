@@ -133,6 +133,13 @@ pub(super) async fn phase_two(
             args.inflight,
         )
     };
+    // The same load unmeasured first: each server has just started (a JVM's first seconds
+    // are its JIT's), and the figure is for a server that has been running.
+    let warmup = LoadSpec {
+        duration: Duration::from_secs(sizes.warmup_seconds),
+        ..spec.clone()
+    };
+    run_load(zkit, &warmup).await?;
     figures.rated = Some(report(
         run_load(zkit, &spec).await?,
         server,
