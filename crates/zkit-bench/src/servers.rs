@@ -87,8 +87,10 @@ impl RunningServer {
                 "--max-client-cnxns",
                 "0",
                 "--log-level",
-                "warn",
             ])
+            // ZKIT_BENCH_SERVE_LOG: the server's log filter (e.g.
+            // `warn,zkit_server::storage=debug` for its slow WAL groups), to its stderr.
+            .arg(std::env::var("ZKIT_BENCH_SERVE_LOG").unwrap_or_else(|_| "warn".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
