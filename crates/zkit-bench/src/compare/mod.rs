@@ -167,12 +167,13 @@ pub async fn run_compare(args: BenchCompareArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs both phases against both servers, one fresh server at a time.
 /// Flushes the work dir's file system before `what` starts (see [`settle_disk`]) and says how
 /// much was dirty.
 async fn settle(work: &Path, what: &str) -> Result<()> {
     let dir = work.to_path_buf();
-    let settled = tokio::task::spawn_blocking(move || settle_disk(&dir)).await??;
+    let settled = tokio::task::spawn_blocking(move || settle_disk(&dir))
+        .await?
+        .with_context(|| format!("flushing the disk of {}", work.display()))?;
     eprintln!(
         "  disk flushed before {what}: {:.1} MiB dirty, {:.2} s",
         settled.dirty_kib as f64 / 1024.0,
@@ -181,6 +182,7 @@ async fn settle(work: &Path, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// Runs both phases against both servers, one fresh server at a time.
 async fn compare_phases(
     zkit: &Path,
     args: &BenchCompareArgs,
