@@ -94,11 +94,21 @@ pub(super) fn settle_disk(dir: &Path) -> Result<Settled> {
 /// Dirty plus under-writeback page cache, in KiB.
 fn dirty_kib() -> u64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    ["Dirty:", "Writeback:"]
+        .iter()
+        .filter_map(|key| meminfo_kib(&meminfo, key))
+        .sum()
+}
+
+/// The value of `key` (e.g. `MemTotal:`) in the text of /proc/meminfo, in KiB.
+fn meminfo_kib(meminfo: &str, key: &str) -> Option<u64> {
     meminfo
         .lines()
-        .filter(|l| l.starts_with("Dirty:") || l.starts_with("Writeback:"))
-        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .sum()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 pub(super) fn mib(bytes: u64) -> String {
@@ -115,12 +125,7 @@ pub(crate) fn machine_description() -> String {
         .and_then(|l| l.split(':').nth(1))
         .map_or("unknown".to_string(), |m| m.trim().to_string());
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kb: u64 = meminfo
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let mem_kb = meminfo_kib(&meminfo, "MemTotal:").unwrap_or(0);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!(
         "{cpus} CPUs ({model}), {:.1} GiB RAM, Linux {}",
