@@ -127,11 +127,36 @@ pub(crate) fn machine_description() -> String {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mem_kb = meminfo_kib(&meminfo, "MemTotal:").unwrap_or(0);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let idle = idle_description(
+        read("/sys/devices/system/cpu/cpuidle/current_driver").as_deref(),
+        read("/sys/module/haltpoll/parameters/guest_halt_poll_ns").as_deref(),
+    );
     format!(
-        "{cpus} CPUs ({model}), {:.1} GiB RAM, Linux {}",
+        "{cpus} CPUs ({model}), {:.1} GiB RAM, Linux {}{}",
         mem_kb as f64 / (1024.0 * 1024.0),
-        kernel.trim()
+        kernel.trim(),
+        idle.map(|i| format!(", {i}")).unwrap_or_default()
     )
+}
+
+/// How an idle CPU waits, when the kernel says: its cpuidle driver and, for a virtual
+/// machine's guest with the `haltpoll` driver, how long it polls before it halts. A guest that
+/// halts at once (`guest_halt_poll_ns` 0) wakes a sleeping thread through the host, which
+/// slows every request-reply chain (one client's lock cycles, a synchronous write), so the
+/// report says so.
+fn idle_description(driver: Option<&str>, halt_poll_ns: Option<&str>) -> Option<String> {
+    let driver = driver.map(str::trim).filter(|d| !d.is_empty())?;
+    let mut out = format!("cpuidle driver {driver}");
+    if driver == "haltpoll" {
+        if let Some(ns) = halt_poll_ns.map(str::trim).filter(|n| !n.is_empty()) {
+            out.push_str(&format!(
+                " with guest_halt_poll_ns={ns} (the kernel's default is 200000; 0 halts an idle \
+                 CPU at once)"
+            ));
+        }
+    }
+    Some(out)
 }
 
 pub(crate) fn load_average() -> String {
@@ -148,4 +173,34 @@ pub(crate) fn java_version() -> String {
         .and_then(|o| String::from_utf8(o.stderr).ok())
         .and_then(|s| s.lines().next().map(str::to_string))
         .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::idle_description;
+
+    #[test]
+    fn a_haltpoll_guest_reports_its_polling_time() {
+        assert_eq!(
+            idle_description(Some("haltpoll\n"), Some("0\n")).as_deref(),
+            Some(
+                "cpuidle driver haltpoll with guest_halt_poll_ns=0 (the kernel's default is \
+                 200000; 0 halts an idle CPU at once)"
+            )
+        );
+    }
+
+    #[test]
+    fn other_drivers_report_their_name_only_and_no_driver_reports_nothing() {
+        assert_eq!(
+            idle_description(Some("intel_idle\n"), Some("200000")).as_deref(),
+            Some("cpuidle driver intel_idle")
+        );
+        assert_eq!(
+            idle_description(Some("haltpoll"), None).as_deref(),
+            Some("cpuidle driver haltpoll")
+        );
+        assert_eq!(idle_description(None, Some("0")), None);
+        assert_eq!(idle_description(Some("  \n"), Some("0")), None);
+    }
 }
