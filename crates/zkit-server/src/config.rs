@@ -72,6 +72,10 @@ pub struct ServerConfig {
     /// `snapSizeLimitInKb` (`zookeeper.snapSizeLimitInKb`), in bytes: this much WAL since the
     /// last snapshot makes one due whatever the txn count (default 4 GiB; 0: off).
     pub snap_size_limit: u64,
+    /// `autopurge.snapRetainCount`: how many snapshots are kept, with the WAL the oldest of
+    /// them needs (default 3; 0 is taken as 1). Older ones are deleted after every snapshot,
+    /// so unlike Apache's purge task (`autopurge.purgeInterval`) this needs no schedule.
+    pub snap_retain_count: usize,
     /// Start even if the WAL is corrupt before its tail, cutting it there (`--truncate-corrupt`);
     /// by default the server refuses to start and names the file and offset.
     pub truncate_corrupt: bool,
@@ -103,6 +107,7 @@ impl Default for ServerConfig {
             snap_count: crate::storage::snapshotter::DEFAULT_SNAP_COUNT,
             snap_log_percent: crate::storage::snapshotter::DEFAULT_SNAP_LOG_PERCENT,
             snap_size_limit: crate::storage::snapshotter::DEFAULT_SNAP_SIZE_LIMIT,
+            snap_retain_count: crate::storage::snapshot::DEFAULT_KEEP_SNAPSHOTS,
             truncate_corrupt: false,
             x509_super_user: None,
         }
@@ -169,7 +174,7 @@ impl ServerConfig {
                 log_percent: self.snap_log_percent,
                 size_limit: self.snap_size_limit,
             },
-            ..DurableOptions::default()
+            keep_snapshots: self.snap_retain_count.max(1),
         }
     }
 

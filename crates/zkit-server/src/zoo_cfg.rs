@@ -5,11 +5,12 @@
 //! `clientPort`, `clientPortAddress`, `maxClientCnxns`, `minSessionTimeout`,
 //! `maxSessionTimeout`, `extendedTypesEnabled`, `4lw.commands.whitelist`,
 //! `znode.container.checkIntervalMs`, `jute.maxbuffer`, `superDigest`, `snapCount`, `snapSizeLimitInKb`,
-//! `autopurge.snapRetainCount`, `autopurge.purgeInterval`, `forceSync`, `admin.enableServer`,
+//! `autopurge.snapRetainCount`, `forceSync`, `admin.enableServer`,
 //! `admin.serverAddress`, `admin.serverPort`, and zkit's own `snapLogPercent` (see
 //! [`ServerConfig::snap_log_percent`]) and `logLevel`, a `tracing` filter
 //! re-read on SIGHUP by `zkit serve`). Any other key is kept as a warning, not an error,
 //! so an existing ensemble's file loads; a value that does not parse is an error naming the line.
+//! `autopurge.purgeInterval` is read and warned about: zkit prunes after every snapshot.
 //!
 //! TLS for clients is read as Apache 3.8 reads it: `secureClientPort`,
 //! `secureClientPortAddress`, `ssl.keyStore.location` (PEM: key and chain in one file),
@@ -32,6 +33,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::{FourLetterWhitelist, FsyncMode, ServerConfig};
+
+/// `autopurge.snapRetainCount`'s smallest value: a smaller one is raised to it, with a warning,
+/// as Apache's `QuorumPeerConfig` does.
+const MIN_SNAP_RETAIN_COUNT: u32 = 3;
 use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
 
 /// A parsed configuration file.
@@ -45,9 +50,11 @@ pub struct ZooCfg {
     pub data_log_dir: Option<PathBuf>,
     /// `logLevel` (zkit's own key): a `tracing` filter such as `info` or `zkit_server=debug`.
     pub log_level: Option<String>,
-    /// `autopurge.snapRetainCount`.
+    /// `autopurge.snapRetainCount` as the file gives it (what the server keeps, at least 3, is
+    /// `server.snap_retain_count`).
     pub autopurge_snap_retain_count: Option<u32>,
-    /// `autopurge.purgeInterval` in hours (0 = off).
+    /// `autopurge.purgeInterval` in hours as the file gives it. It has no effect (reported in
+    /// `warnings`): zkit prunes after every snapshot.
     pub autopurge_purge_interval_hours: Option<u32>,
     /// Keys that were read but have no effect on a zkit server, with their line numbers.
     pub warnings: Vec<String>,
@@ -328,10 +335,24 @@ impl ZooCfg {
                 }
                 "snapLogPercent" => cfg.server.snap_log_percent = num(line, &key, v)?,
                 "autopurge.snapRetainCount" => {
-                    cfg.autopurge_snap_retain_count = Some(num(line, &key, v)?);
+                    let n: u32 = num(line, &key, v)?;
+                    cfg.autopurge_snap_retain_count = Some(n);
+                    if n < MIN_SNAP_RETAIN_COUNT {
+                        // As QuorumPeerConfig: below the minimum is a warning, not an error.
+                        cfg.warnings.push(format!(
+                            "line {line}: {key}={n} is below {MIN_SNAP_RETAIN_COUNT}; \
+                             keeping {MIN_SNAP_RETAIN_COUNT} snapshots"
+                        ));
+                    }
+                    cfg.server.snap_retain_count = n.max(MIN_SNAP_RETAIN_COUNT) as usize;
                 }
                 "autopurge.purgeInterval" => {
-                    cfg.autopurge_purge_interval_hours = Some(num(line, &key, v)?);
+                    let hours: u32 = num(line, &key, v)?;
+                    cfg.autopurge_purge_interval_hours = Some(hours);
+                    cfg.warnings.push(format!(
+                        "line {line}: {key} ignored: zkit deletes old snapshots and the WAL \
+                         before them after every snapshot, keeping autopurge.snapRetainCount"
+                    ));
                 }
                 "admin.enableServer" => admin_enabled = boolean(line, &key, v)?,
                 "admin.serverPort" => admin_port = Some(num(line, &key, v)?),
@@ -616,7 +637,7 @@ znode.container.checkIntervalMs=250
 jute.maxbuffer=4096
 superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=
 snapCount=1000
-autopurge.snapRetainCount=3
+autopurge.snapRetainCount=5
 autopurge.purgeInterval=1
 initLimit=5
 server.1=zk1:2888:3888
@@ -647,11 +668,30 @@ snapLogPercent=25
         assert_eq!((s.snap_size_limit, s.snap_log_percent), (2 << 20, 25));
         let off = ZooCfg::parse_properties("snapSizeLimitInKb=-1\n").unwrap();
         assert_eq!(off.server.snap_size_limit, 0);
-        assert_eq!(cfg.autopurge_snap_retain_count, Some(3));
+        assert_eq!(cfg.autopurge_snap_retain_count, Some(5));
+        assert_eq!(s.snap_retain_count, 5);
         assert_eq!(cfg.autopurge_purge_interval_hours, Some(1));
-        assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);
-        assert!(cfg.warnings[0].starts_with("line 17: initLimit"));
-        assert!(cfg.warnings[1].starts_with("line 18: server.1"));
+        assert_eq!(cfg.warnings.len(), 3, "{:?}", cfg.warnings);
+        assert!(cfg.warnings[0].starts_with("line 16: autopurge.purgeInterval ignored"));
+        assert!(cfg.warnings[1].starts_with("line 17: initLimit"));
+        assert!(cfg.warnings[2].starts_with("line 18: server.1"));
+    }
+
+    #[test]
+    fn snap_retain_count_below_three_keeps_three_with_a_warning() {
+        assert_eq!(ServerConfig::default().snap_retain_count, 3);
+        let cfg = ZooCfg::parse_properties("autopurge.snapRetainCount=1\n").unwrap();
+        assert_eq!(cfg.autopurge_snap_retain_count, Some(1));
+        assert_eq!(cfg.server.snap_retain_count, 3);
+        assert_eq!(
+            cfg.warnings,
+            ["line 1: autopurge.snapRetainCount=1 is below 3; keeping 3 snapshots"]
+        );
+        let cfg = ZooCfg::parse_properties("autopurge.snapRetainCount=12\n").unwrap();
+        assert_eq!(cfg.server.snap_retain_count, 12);
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+        let e = ZooCfg::parse_properties("autopurge.snapRetainCount=-2\n").unwrap_err();
+        assert_eq!(e.line, 1);
     }
 
     #[test]

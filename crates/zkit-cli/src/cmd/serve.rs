@@ -95,6 +95,10 @@ pub struct ServeArgs {
     /// txn count; 0 or less: off [default: 4194304, i.e. 4 GiB].
     #[arg(long, value_name = "KIB", allow_negative_numbers = true)]
     pub snap_size_limit_kb: Option<i64>,
+    /// autopurge.snapRetainCount: snapshots kept, with the WAL the oldest of them needs; older
+    /// ones are deleted after every snapshot [default: 3].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub snap_retain_count: Option<u32>,
     /// Start even when the WAL is corrupt before its tail, discarding everything from the
     /// first bad record on (by default the server refuses and names file and offset).
     #[arg(long)]
@@ -242,6 +246,9 @@ fn server_config(args: &ServeArgs, file: Option<ZooCfg>) -> Result<ServerConfig>
     }
     if let Some(kb) = args.snap_size_limit_kb {
         c.snap_size_limit = u64::try_from(kb).unwrap_or(0).saturating_mul(1024);
+    }
+    if let Some(n) = args.snap_retain_count {
+        c.snap_retain_count = n as usize;
     }
     c.truncate_corrupt |= args.truncate_corrupt;
     apply_tls_flags(args, &mut c)?;
@@ -429,5 +436,20 @@ mod tests {
         // The default depends on the machine (and TOKIO_WORKER_THREADS), never below 1.
         let args = Wrapper::parse_from(["zkit"]).serve;
         assert!(worker_threads(&args) >= 1);
+    }
+
+    #[test]
+    fn snap_retain_count_comes_from_the_file_and_the_flag_wins() {
+        let file = ZooCfg::parse_properties("autopurge.snapRetainCount=7\n").unwrap();
+        let args = Wrapper::parse_from(["zkit"]).serve;
+        assert_eq!(server_config(&args, None).unwrap().snap_retain_count, 3);
+        let c = server_config(&args, Some(file.clone())).unwrap();
+        assert_eq!(c.snap_retain_count, 7);
+        let args = Wrapper::parse_from(["zkit", "--snap-retain-count", "4"]).serve;
+        assert_eq!(
+            server_config(&args, Some(file)).unwrap().snap_retain_count,
+            4
+        );
+        assert!(Wrapper::try_parse_from(["zkit", "--snap-retain-count", "0"]).is_err());
     }
 }
