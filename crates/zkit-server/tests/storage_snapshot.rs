@@ -70,7 +70,7 @@ fn damaged_or_torn_newest_snapshot_falls_back_to_the_previous_one() {
 }
 
 #[test]
-fn leftover_temp_file_is_ignored_and_removed() {
+fn leftover_temp_and_deleting_files_are_ignored_and_removed() {
     let dir = tempfile::tempdir().unwrap();
     let store = SnapshotStore::open(dir.path(), FsyncMode::Always).unwrap();
     store.write_snapshot(5, b"five").unwrap();
@@ -79,6 +79,9 @@ fn leftover_temp_file_is_ignored_and_removed() {
         b"half a snapsh",
     )
     .unwrap();
+    // A pruned snapshot a crash left half cut.
+    fs::write(dir.path().join("snap-0000000000000003.deleting"), b"thr").unwrap();
+    assert_eq!(store.list().unwrap().len(), 1);
     assert_eq!(store.latest_valid().unwrap().unwrap().zxid, 5);
     let store = SnapshotStore::open(dir.path(), FsyncMode::Never).unwrap();
     assert_eq!(store.list().unwrap().len(), 1);
@@ -110,6 +113,8 @@ fn pruning_keeps_last_snapshots_and_the_wal_they_need() {
     assert_eq!(oldest, Some(60));
     let kept: Vec<i64> = store.list().unwrap().iter().map(|s| s.0).collect();
     assert_eq!(kept, vec![100, 80, 60]);
+    // The pruned ones are gone, not left renamed.
+    assert_eq!(fs::read_dir(dd.snap_dir()).unwrap().count(), 3);
     assert!(deleted > 0);
     assert_eq!(wal.segments().len(), before - deleted);
     // Everything after the oldest kept snapshot is still there and contiguous...

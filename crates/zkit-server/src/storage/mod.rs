@@ -16,11 +16,13 @@
 //!   [`datadir`] (layout and lock), [`wal`] (segments, records, torn-tail repair), [`commit`]
 //!   (the group-commit thread), [`snapshot`] (snapshot files, pruning), [`snapshotter`]
 //!   (background snapshots and when they are due), [`recovery`] (snapshot + WAL replay),
-//!   [`error`], [`failpoint`] (crash-safety points for tests).
+//!   [`error`], [`failpoint`] (crash-safety points for tests), and `delete` (pruned files
+//!   deleted in cuts, so that freeing their blocks does not hold up the log).
 
 pub mod api;
 pub mod commit;
 pub mod datadir;
+mod delete;
 pub mod durable;
 pub mod error;
 pub mod failpoint;

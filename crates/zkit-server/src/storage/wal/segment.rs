@@ -334,13 +334,11 @@ pub(super) fn remove_file(path: &Path) -> Result<()> {
     fs::remove_file(path).ctx(|| format!("remove {}", path.display()))
 }
 
-/// Deletes a pruned segment; one already gone (deleted by whoever else got to it first: the
-/// deleting thread, or a reopen of the log) is no error.
+/// Deletes a pruned segment, in cuts (see `storage/delete.rs`); one already gone
+/// (deleted by whoever else got to it first: the deleting thread, or a reopen of the log) is
+/// no error.
 pub(super) fn remove_pruned(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other.ctx(|| format!("remove {}", path.display())),
-    }
+    crate::storage::delete::delete_in_cuts(path).ctx(|| format!("remove {}", path.display()))
 }
 
 #[cfg(test)]
