@@ -33,11 +33,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::{FourLetterWhitelist, FsyncMode, ServerConfig};
+use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
 
 /// `autopurge.snapRetainCount`'s smallest value: a smaller one is raised to it, with a warning,
 /// as Apache's `QuorumPeerConfig` does.
 const MIN_SNAP_RETAIN_COUNT: u32 = 3;
-use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
 
 /// A parsed configuration file.
 #[derive(Debug, Clone)]

@@ -12,11 +12,11 @@
 
 use std::fs::OpenOptions;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How much of a file one cut removes.
-pub(crate) const CUT: u64 = 8 << 20;
+const CUT: u64 = 8 << 20;
 
 /// The pause after each cut, in which the log's requests reach the disk.
 const PAUSE: Duration = Duration::from_millis(2);
@@ -30,6 +30,14 @@ const PAUSE: Duration = Duration::from_millis(2);
 /// What opening, truncating or unlinking the file returns (other than `NotFound`).
 pub(crate) fn delete_in_cuts(path: &Path) -> io::Result<()> {
     cut_then_unlink(path, CUT, PAUSE)
+}
+
+/// `path` with `suffix` added to its file name: what a file to be deleted is renamed to first,
+/// so that nothing reads or lists it under its own name again.
+pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
 }
 
 fn cut_then_unlink(path: &Path, cut: u64, pause: Duration) -> io::Result<()> {

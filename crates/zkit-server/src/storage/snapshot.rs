@@ -416,9 +416,7 @@ impl SnapshotStore {
         let keep = keep.max(1);
         let mut doomed = Vec::new();
         for (_, path) in list.iter().skip(keep) {
-            let mut name = path.file_name().unwrap_or_default().to_os_string();
-            name.push(DELETING_SUFFIX);
-            let deleting = path.with_file_name(name);
+            let deleting = crate::storage::delete::with_suffix(path, DELETING_SUFFIX);
             fs::rename(path, &deleting)
                 .ctx(|| format!("rename {} to {}", path.display(), deleting.display()))?;
             doomed.push(deleting);

@@ -53,9 +53,7 @@ const PRUNED_SUFFIX: &str = ".pruned";
 
 /// The name a pruned segment at `path` is renamed to.
 pub(super) fn pruned_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(PRUNED_SUFFIX);
-    path.with_file_name(name)
+    crate::storage::delete::with_suffix(path, PRUNED_SUFFIX)
 }
 
 pub(super) fn list_segments(dir: &Path) -> Result<Vec<SegmentInfo>> {
