@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use zkit_server::storage::commit::GroupCommit;
 use zkit_server::storage::error::StorageError;
 use zkit_server::storage::wal::{
-    encode_record, FsyncMode, Pruned, SegmentInfo, Wal, WalOptions, WalRecord, RECORD_HEADER_LEN,
-    SEGMENT_HEADER_LEN,
+    encode_record, segment_name, FsyncMode, Pruned, SegmentInfo, Wal, WalOptions, WalRecord,
+    RECORD_HEADER_LEN, SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SEGMENT_VERSION,
 };
 
 fn opts(segment_size: u64) -> WalOptions {
@@ -60,6 +60,12 @@ fn only_segment(dir: &Path) -> PathBuf {
     segs[0].clone()
 }
 
+/// Records in the last segment of a log whose zxids are consecutive.
+fn records_in_last_segment(wal: &Wal) -> u64 {
+    let first = wal.segments().last().expect("a segment").first_zxid;
+    (wal.last_zxid().expect("a record") - first + 1) as u64
+}
+
 /// Offsets of each record in a segment holding `zxids` written by `write_log`.
 fn record_offsets(zxids: impl IntoIterator<Item = i64>) -> Vec<(i64, usize, usize)> {
     let mut off = SEGMENT_HEADER_LEN as usize;
@@ -82,7 +88,7 @@ fn round_trip_and_reopen() {
     assert_eq!(read_all(&wal, 0), expected(1..=50));
     drop(wal);
     let (mut wal, report) = Wal::open(dir.path(), WalOptions::default()).unwrap();
-    assert_eq!(report.records, 50);
+    assert_eq!(report.records_checked, 50);
     assert_eq!(report.last_zxid, Some(50));
     assert!(report.truncations.is_empty());
     assert_eq!(read_all(&wal, 17), expected(17..=50));
@@ -228,10 +234,10 @@ fn flipped_byte_in_the_middle_is_detected_with_file_and_offset() {
     assert_eq!(read_all(&wal, 0), expected(1..=4));
 }
 
-#[test]
-fn corruption_in_an_earlier_segment_is_never_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let wal = write_log(dir.path(), 1..=60, opts(256));
+/// A log of several segments whose first segment's last record has a byte flipped, and where
+/// that record starts.
+fn log_with_damaged_first_segment(dir: &Path) -> (Vec<SegmentInfo>, usize) {
+    let wal = write_log(dir, 1..=60, opts(256));
     let segs = wal.segments().to_vec();
     assert!(segs.len() >= 3);
     drop(wal);
@@ -244,12 +250,174 @@ fn corruption_in_an_earlier_segment_is_never_a_torn_tail() {
     let mut bytes = fs::read(&first.path).unwrap();
     bytes[start + 12] ^= 0xff;
     fs::write(&first.path, &bytes).unwrap();
-    match Wal::open(dir.path(), opts(256)) {
-        Err(StorageError::Corruption { file, offset, .. }) => {
+    (segs, start)
+}
+
+#[test]
+fn corruption_in_an_earlier_segment_is_never_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (segs, start) = log_with_damaged_first_segment(dir.path());
+    let first = &segs[0];
+    // The open reads only the last segment; reading the first finds the damage, after handing
+    // out the records before it, and names file and offset.
+    let (wal, report) = Wal::open(dir.path(), opts(256)).unwrap();
+    assert!(report.truncations.is_empty());
+    assert_eq!(report.last_zxid, Some(60));
+    let mut records = wal.read_from(0);
+    for zxid in first.first_zxid..segs[1].first_zxid - 1 {
+        assert_eq!(records.next().unwrap().unwrap().zxid, zxid);
+    }
+    match records.next() {
+        Some(Err(StorageError::Corruption { file, offset, .. })) => {
             assert_eq!((file, offset), (first.path.clone(), start as u64));
         }
         other => panic!("expected corruption, got {other:?}"),
     }
+    assert!(records.next().is_none(), "nothing after the damage");
+    // Reading from a later segment on does not touch the first.
+    assert_eq!(
+        read_all(&wal, segs[1].first_zxid),
+        expected(segs[1].first_zxid..=60)
+    );
+    drop(wal);
+    // With truncate_corrupt the open reads every segment and cuts the log at the damage.
+    let o = WalOptions {
+        truncate_corrupt: true,
+        ..opts(256)
+    };
+    let (wal, report) = Wal::open(dir.path(), o).unwrap();
+    assert_eq!(report.truncations.len(), 1);
+    assert!(report.truncations[0].corrupt);
+    assert_eq!(
+        (
+            report.truncations[0].file.clone(),
+            report.truncations[0].offset
+        ),
+        (first.path.clone(), start as u64)
+    );
+    assert_eq!(report.truncations[0].deleted_segments.len(), segs.len() - 1);
+    assert_eq!(read_all(&wal, 0), expected(1..segs[1].first_zxid - 1));
+}
+
+#[test]
+fn a_bad_header_in_an_earlier_segment_fails_the_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = write_log(dir.path(), 1..=60, opts(256));
+    let segs = wal.segments().to_vec();
+    drop(wal);
+    let mut bytes = fs::read(&segs[1].path).unwrap();
+    bytes[9] ^= 0x01; // the first zxid in the header no longer matches the name
+    fs::write(&segs[1].path, &bytes).unwrap();
+    match Wal::open(dir.path(), opts(256)) {
+        Err(StorageError::Corruption { file, offset, .. }) => {
+            assert_eq!((file, offset), (segs[1].path.clone(), 0));
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    // A segment cut short of its header, too.
+    fs::write(&segs[1].path, &bytes[..7]).unwrap();
+    assert!(Wal::open(dir.path(), opts(256))
+        .unwrap_err()
+        .is_corruption());
+}
+
+/// The open reads the segments before the last one only for their headers: a log whose
+/// earlier segments are unreadable as records still opens, and appends after its tail.
+#[test]
+fn the_open_reads_the_last_segment_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = write_log(dir.path(), 1..=60, opts(256));
+    let segs = wal.segments().to_vec();
+    assert!(segs.len() >= 3);
+    drop(wal);
+    for seg in &segs[..segs.len() - 1] {
+        let mut bytes = fs::read(&seg.path).unwrap();
+        for b in &mut bytes[SEGMENT_HEADER_LEN as usize..] {
+            *b = 0xee;
+        }
+        fs::write(&seg.path, &bytes).unwrap();
+    }
+    let (mut wal, report) = Wal::open(dir.path(), opts(256)).unwrap();
+    assert_eq!(report.last_zxid, Some(60));
+    assert_eq!(report.records_checked, records_in_last_segment(&wal));
+    wal.append_batch(&[(61, payload(61))]).unwrap();
+    wal.sync().unwrap();
+    let last = segs[segs.len() - 1].first_zxid;
+    assert_eq!(read_all(&wal, last), expected(last..=61));
+    assert!(wal.read_from(0).next().unwrap().is_err());
+}
+
+/// A torn tail that leaves the last segment without a record: the segment goes, and the one
+/// before it, read whole now, is where appends continue.
+#[test]
+fn a_tail_segment_torn_to_nothing_hands_the_tail_to_the_one_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = write_log(dir.path(), 1..=60, opts(256));
+    let segs = wal.segments().to_vec();
+    drop(wal);
+    let tail = &segs[segs.len() - 1];
+    // Its first record torn: every byte after the header zeroed but one in the first record.
+    let mut bytes = fs::read(&tail.path).unwrap();
+    for b in &mut bytes[SEGMENT_HEADER_LEN as usize..] {
+        *b = 0;
+    }
+    bytes[SEGMENT_HEADER_LEN as usize + 5] = 0x17;
+    fs::write(&tail.path, &bytes).unwrap();
+    let (mut wal, report) = Wal::open(dir.path(), opts(256)).unwrap();
+    assert_eq!(report.truncations.len(), 1);
+    assert!(!report.truncations[0].corrupt);
+    assert!(!tail.path.exists());
+    let before = tail.first_zxid - 1;
+    assert_eq!(report.last_zxid, Some(before));
+    assert_eq!(wal.last_zxid(), Some(before));
+    assert_eq!(wal.segments().len(), segs.len() - 1);
+    // The segment before it ends at its last record: new records follow it.
+    wal.append_batch(&[(before + 1, payload(before + 1))])
+        .unwrap();
+    wal.sync().unwrap();
+    drop(wal);
+    let (wal, _) = Wal::open(dir.path(), opts(256)).unwrap();
+    assert_eq!(read_all(&wal, 0), expected(1..=before + 1));
+}
+
+/// A roll that made its segment (header written) but crashed before the record: the empty
+/// segment goes, and the one before it, read whole now, is where appends continue.
+#[test]
+fn an_empty_last_segment_hands_the_tail_to_the_one_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = write_log(dir.path(), 1..=60, opts(256));
+    let segs = wal.segments().to_vec();
+    assert!(segs.len() >= 3);
+    drop(wal);
+    let mut empty = Vec::new();
+    empty.extend_from_slice(&SEGMENT_MAGIC);
+    empty.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    empty.extend_from_slice(&61i64.to_le_bytes());
+    empty.resize(256, 0);
+    let empty_path = dir.path().join(segment_name(61));
+    fs::write(&empty_path, &empty).unwrap();
+    let (mut wal, report) = Wal::open(dir.path(), opts(256)).unwrap();
+    assert!(!empty_path.exists());
+    assert_eq!((report.last_zxid, wal.last_zxid()), (Some(60), Some(60)));
+    assert_eq!(report.records_checked, records_in_last_segment(&wal));
+    assert_eq!(wal.segments(), &segs[..]);
+    // A smaller zxid than the dropped name is refused: the log knows where it ends.
+    assert!(wal.append_batch(&[(60, payload(60))]).is_err());
+    drop(wal);
+    let (mut wal, _) = Wal::open(dir.path(), opts(256)).unwrap();
+    wal.append_batch(&[(61, payload(61))]).unwrap();
+    wal.sync().unwrap();
+    drop(wal);
+    let (wal, _) = Wal::open(dir.path(), opts(256)).unwrap();
+    assert_eq!(read_all(&wal, 0), expected(1..=61));
+    drop(wal);
+    // Without fsync the header itself may never have reached the disk: the same.
+    let unwritten = dir.path().join(segment_name(62));
+    fs::write(&unwritten, [0u8; 256]).unwrap();
+    let (wal, report) = Wal::open(dir.path(), opts(256)).unwrap();
+    assert!(!unwritten.exists());
+    assert_eq!((report.last_zxid, wal.last_zxid()), (Some(61), Some(61)));
+    assert_eq!(read_all(&wal, 0), expected(1..=61));
 }
 
 #[test]
@@ -269,7 +437,12 @@ fn rollover_names_segments_by_first_zxid_and_reads_across_them() {
     assert_eq!(read_all(&wal, 123), expected(123..=200));
     drop(wal);
     let (wal, report) = Wal::open(dir.path(), opts(512)).unwrap();
-    assert_eq!((report.records, report.segments), (200, segs.len()));
+    // Only the last segment is read at open; the reads above checked the rest.
+    let in_last = 200 - segs[segs.len() - 1].first_zxid as u64 + 1;
+    assert_eq!(
+        (report.records_checked, report.segments),
+        (in_last, segs.len())
+    );
     assert_eq!(read_all(&wal, 0), expected(1..=200));
 }
 
@@ -391,7 +564,7 @@ fn fsync_never_mode_still_round_trips() {
     let wal = write_log(dir.path(), 1..=100, o.clone());
     drop(wal);
     let (wal, report) = Wal::open(dir.path(), o).unwrap();
-    assert_eq!(report.records, 100);
+    assert_eq!(report.records_checked, records_in_last_segment(&wal));
     assert_eq!(read_all(&wal, 0), expected(1..=100));
 }
 
@@ -399,7 +572,7 @@ fn fsync_never_mode_still_round_trips() {
 fn empty_and_garbage_files_do_not_panic() {
     let dir = tempfile::tempdir().unwrap();
     let (wal, report) = Wal::open(dir.path(), WalOptions::default()).unwrap();
-    assert_eq!((report.records, wal.last_zxid()), (0, None));
+    assert_eq!((report.records_checked, wal.last_zxid()), (0, None));
     drop(wal);
     // A segment of pure garbage is corruption, not a crash.
     fs::write(
@@ -450,8 +623,9 @@ async fn group_commit_acknowledges_every_batch_after_fsync() {
     let wal = gc.shutdown().unwrap();
     assert_eq!(read_all(&wal, 0), expected(1..=300));
     drop(wal);
-    let (_, report) = Wal::open(dir.path(), opts(4096)).unwrap();
-    assert_eq!(report.records, 300);
+    let (wal, report) = Wal::open(dir.path(), opts(4096)).unwrap();
+    assert_eq!(report.records_checked, records_in_last_segment(&wal));
+    assert_eq!(read_all(&wal, 0), expected(1..=300));
 }
 
 /// Polls `commit` once, without waiting: `Some` when it had already resolved.

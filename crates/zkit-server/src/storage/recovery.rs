@@ -298,6 +298,69 @@ mod tests {
         assert!(err.contains("snapshot body does not restore"), "{err}");
     }
 
+    /// The open reads only the WAL's last segment; the replay checks the segments it reads.
+    /// Damage in a segment wholly before the snapshot is never read, so it does not stop a
+    /// recovery; damage in a segment the replay needs stops it, naming the file and offset.
+    #[test]
+    fn recovery_reads_the_log_after_the_snapshot_and_checks_every_record_of_it() {
+        let wal_opts = WalOptions {
+            segment_size: 512,
+            ..WalOptions::default()
+        };
+        // A log of 1..=60 in many segments, a snapshot at 30; the byte `flip` of segment `seg`
+        // (counted from the first) flipped.
+        let setup = |seg: usize, flip: usize| {
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let (mut wal, _) = Wal::open(dir.path().join("wal"), wal_opts.clone())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let store = SnapshotStore::open(dir.path().join("snap"), FsyncMode::Always)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let mut core = Core::new(Config::default(), 0);
+            for z in 1..=60 {
+                assert!(wal.append_batch(&[(z, payload(z))]).is_ok());
+                core.apply(&Txn::decode(&payload(z)).unwrap_or_else(|e| panic!("{e}")));
+                if z == 30 {
+                    assert!(store.write_snapshot(30, &core.snapshot()).is_ok());
+                }
+            }
+            assert!(wal.sync().is_ok());
+            let segments = wal.segments().to_vec();
+            assert!(segments.len() >= 4, "{}", segments.len());
+            drop(wal);
+            let path = segments[seg].path.clone();
+            let mut file = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+            file[flip] ^= 0x40;
+            assert!(std::fs::write(&path, file).is_ok());
+            let (wal, _) = Wal::open(dir.path().join("wal"), wal_opts.clone())
+                .unwrap_or_else(|e| panic!("{e}"));
+            (dir, store, wal, segments)
+        };
+        // The second record of the first segment: before the snapshot, never read.
+        let second = 16 + 16 + payload(1).len() + 20;
+        let (_dir, store, wal, segments) = setup(0, second);
+        assert!(segments[1].first_zxid <= 30);
+        let (core, stats) =
+            recover(&store, &wal, Config::default(), 0).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (stats.snapshot_zxid, stats.replayed, core.last_zxid()),
+            (Some(30), 30, 60)
+        );
+        // The same record of the next-to-last segment, which the replay reads.
+        let seg = segments.len() - 2;
+        let first = segments[seg].first_zxid;
+        assert!(first > 30);
+        let second = 16 + 16 + payload(first).len() + 20;
+        let (_dir, store, wal, segments) = setup(seg, second);
+        match recover(&store, &wal, Config::default(), 0) {
+            Err(StorageError::Corruption { file, offset, .. }) => {
+                assert_eq!(file, segments[seg].path);
+                assert_eq!(offset, (16 + 16 + payload(first).len()) as u64);
+            }
+            Err(e) => panic!("expected corruption, got {e}"),
+            Ok(_) => panic!("expected corruption, the recovery succeeded"),
+        }
+    }
+
     #[test]
     fn replay_applies_every_record_in_order_and_stops_at_the_first_bad_one() {
         assert_eq!(replayed(log(0, 0, 0)), Ok(N as u64));

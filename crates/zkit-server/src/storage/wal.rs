@@ -24,7 +24,10 @@
 //! the only way on is to reopen, which re-reads what is really on disk. See `commit` for the
 //! group-commit thread that drives this from async code.
 //!
-//! [`Wal::open`] validates every segment and repairs the torn tail a crash can leave. What counts
+//! [`Wal::open`] reads the last segment whole and repairs the torn tail a crash can leave; of the
+//! earlier segments it checks only the headers (every segment with `truncate_corrupt`). Their
+//! records are checked one by one when they are read ([`Wal::read_from`]), with the same rules, so
+//! a recovery reads the log it replays once and never the log older than its snapshot. What counts
 //! as torn, at the first bad record at offset X of the *last* segment:
 //! - no valid record (length, checksum and increasing zxid all right) starts anywhere after X:
 //!   a crash mid-write, a short file or a damaged final record look alike and are truncated; or
@@ -36,8 +39,10 @@
 //!   also hit by bit rot would be taken for torn: an accepted, logged risk.)
 //!
 //! Everything else — a bad record followed by valid ones, or any bad record in an earlier segment
-//! — is [`StorageError::Corruption`] naming file and offset, unless `truncate_corrupt` is set, in
-//! which case the log is cut there (later segments deleted) with an error-level log line.
+//! — is [`StorageError::Corruption`] naming file and offset: from `open` for the last segment, a
+//! bad header or (with `truncate_corrupt`) anything, from the reader for the records of an earlier
+//! segment. With `truncate_corrupt`, `open` cuts the log there instead (later segments deleted)
+//! with an error-level log line.
 //! This module knows nothing about txns, sessions or the tree.
 
 use std::fs::{self, File, OpenOptions};
@@ -114,8 +119,10 @@ pub struct Truncation {
 /// What [`Wal::open`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// Valid records in the log after repair.
-    pub records: u64,
+    /// Records read and checked by the open: those of the last segment, or of every segment
+    /// with `truncate_corrupt`. The records of earlier segments are checked when they are read
+    /// ([`Wal::read_from`]).
+    pub records_checked: u64,
     /// Segment files after repair.
     pub segments: usize,
     /// The last valid zxid, if any.
@@ -157,11 +164,13 @@ pub struct Wal {
 }
 
 impl Wal {
-    /// Opens the log in `dir` (created if missing), validates every segment and repairs a torn
-    /// tail (see the module docs). Leftover `.tmp` files from a crash during a roll are removed.
+    /// Opens the log in `dir` (created if missing): reads the last segment whole and repairs a
+    /// torn tail, and checks the other segments' headers (with `opts.truncate_corrupt`, reads
+    /// every segment whole and cuts the log at the first damage); see the module docs.
+    /// Leftover `.tmp` files from a crash during a roll are removed.
     ///
     /// # Errors
-    /// [`StorageError::Corruption`] for damage other than a torn tail (unless
+    /// [`StorageError::Corruption`] for damage other than a torn tail in what it reads (unless
     /// `opts.truncate_corrupt`), [`StorageError::Io`] when reading or repairing fails.
     pub fn open(dir: impl AsRef<Path>, opts: WalOptions) -> Result<(Wal, RecoveryReport)> {
         let dir = dir.as_ref().to_path_buf();
@@ -170,21 +179,38 @@ impl Wal {
         let mut report = RecoveryReport::default();
         let mut last_zxid: Option<i64> = None;
         let mut dir_changed = false;
-        // ends[i]: where the next record of segments[i] would go.
-        let mut ends: Vec<u64> = Vec::with_capacity(segments.len());
+        // Only the log's tail may be torn: the segment that was last when the log was opened.
+        let tail = segments.last().map(|s| s.path.clone());
+        // ends[i]: where the next record of segments[i] would go, once that segment was read
+        // whole (`None`: only its header was checked).
+        let mut ends: Vec<Option<u64>> = Vec::with_capacity(segments.len());
+        let mut dropped_empty = false;
         let mut i = 0;
         while i < segments.len() {
             let is_last = i + 1 == segments.len();
+            let is_tail = tail.as_ref() == Some(&segments[i].path);
             let seg = segments[i].clone();
+            if !is_last && !opts.truncate_corrupt {
+                // Not needed to open the log: its records are checked when they are read
+                // (`WalReader`), so a recovery reads only the log it replays.
+                check_segment_header(&seg)?;
+                ends.push(None);
+                i += 1;
+                continue;
+            }
             let buf = fs::read(&seg.path).ctx(|| format!("read {}", seg.path.display()))?;
             let outcome = match check_header(&buf, seg.first_zxid) {
                 Ok(()) => scan(&buf, seg.first_zxid, last_zxid, |_, _| {}),
-                Err(_) if is_last && buf.iter().all(|&b| b == 0) => {
+                Err(_) if is_tail && buf.iter().all(|&b| b == 0) => {
                     // Created but never written (only possible without fsync).
                     tracing::warn!(file = %seg.path.display(), "removing WAL segment with an unwritten header");
                     remove_file(&seg.path)?;
                     segments.remove(i);
                     dir_changed = true;
+                    // The segment before it is the last now: read it whole.
+                    if ends.pop().is_some() {
+                        i -= 1;
+                    }
                     continue;
                 }
                 Err(reason) => Scan {
@@ -198,7 +224,7 @@ impl Wal {
                     },
                 },
             };
-            report.records += outcome.records;
+            report.records_checked += outcome.records;
             last_zxid = outcome.last_zxid;
             let Stop::Bad {
                 offset,
@@ -206,11 +232,24 @@ impl Wal {
                 torn,
             } = outcome.stop
             else {
-                ends.push(outcome.end as u64);
+                if is_last && !dropped_empty && outcome.end as u64 == SEGMENT_HEADER_LEN {
+                    // An empty last segment is named after a record that never made it; the
+                    // next append may carry a smaller zxid, so the name would lie. Drop it, and
+                    // read the segment before it whole: that one is the last now.
+                    remove_file(&seg.path)?;
+                    segments.remove(i);
+                    dir_changed = true;
+                    dropped_empty = true;
+                    if ends.pop().is_some() {
+                        i -= 1;
+                    }
+                    continue;
+                }
+                ends.push(Some(outcome.end as u64));
                 i += 1;
                 continue;
             };
-            let torn = torn && is_last;
+            let torn = torn && is_tail;
             if !torn && !opts.truncate_corrupt {
                 return Err(StorageError::Corruption {
                     file: seg.path.clone(),
@@ -237,30 +276,27 @@ impl Wal {
                 corrupt: !torn,
                 deleted_segments: deleted,
             });
+            dir_changed = true;
             if (offset as u64) <= SEGMENT_HEADER_LEN {
                 remove_file(&seg.path)?;
                 segments.remove(i);
+                if matches!(ends.last(), Some(None)) {
+                    // The segment before it is the last now: read it whole.
+                    ends.pop();
+                    i -= 1;
+                    continue;
+                }
             } else {
                 truncate_and_refill(&seg.path, offset as u64, buf.len() as u64)?;
-                ends.push(offset as u64);
+                ends.push(Some(offset as u64));
             }
-            dir_changed = true;
             break;
-        }
-        // An empty last segment is named after a record that never made it; the next append
-        // may carry a smaller zxid, so the name would lie. Drop it.
-        if ends.last() == Some(&SEGMENT_HEADER_LEN) {
-            if let Some(seg) = segments.pop() {
-                remove_file(&seg.path)?;
-                ends.pop();
-                dir_changed = true;
-            }
         }
         if dir_changed && opts.fsync == FsyncMode::Always {
             sync_dir(&dir)?;
         }
         let active = match (segments.last(), ends.last()) {
-            (Some(seg), Some(&end)) => {
+            (Some(seg), Some(&Some(end))) => {
                 let file = OpenOptions::new()
                     .read(true)
                     .write(true)
@@ -526,8 +562,10 @@ impl Wal {
         Ok(())
     }
 
-    /// Reads every record with a zxid `>= from`, oldest first. Each item is checked again; a bad
-    /// one yields [`StorageError::Corruption`] and ends the iteration.
+    /// Reads every record with a zxid `>= from`, oldest first. Each segment's header and records
+    /// are checked as they are read (the open read only the last segment's): a bad one yields
+    /// [`StorageError::Corruption`] naming file and offset, after the records before it, and ends
+    /// the iteration.
     pub fn read_from(&self, from: i64) -> WalReader {
         // Segment i holds zxids in [first_i, first_{i+1}): skip those entirely below `from`.
         let start = self
@@ -704,6 +742,19 @@ impl Iterator for WalReader {
             }
         }
     }
+}
+
+/// Checks a segment's header alone (its records are checked when they are read).
+fn check_segment_header(seg: &SegmentInfo) -> Result<()> {
+    let mut header = Vec::with_capacity(SEGMENT_HEADER_LEN as usize);
+    File::open(&seg.path)
+        .and_then(|file| file.take(SEGMENT_HEADER_LEN).read_to_end(&mut header))
+        .ctx(|| format!("read {}", seg.path.display()))?;
+    check_header(&header, seg.first_zxid).map_err(|reason| StorageError::Corruption {
+        file: seg.path.clone(),
+        offset: 0,
+        reason,
+    })
 }
 
 fn preallocate(file: &File, len: u64) -> std::io::Result<()> {
