@@ -117,6 +117,10 @@ async fn semaphore_mutex_excludes_is_not_reentrant_and_uses_curators_layout() {
             .unwrap()
             .unwrap();
         their_lease.release().await.unwrap();
+        // Released by the other session: on an ensemble this one's server may not have
+        // applied that yet, so catch up with the leader first (ZooKeeper's read-your-
+        // others'-writes is a sync away).
+        s.client().sync(&path).await.unwrap();
         assert!(!mutex.is_locked().await.unwrap());
         eprintln!("{name}: semaphore mutex ok");
     }
@@ -292,6 +296,43 @@ async fn distributed_queues_order_delay_remove_and_skip_foreign_nodes() {
             vec!["y"]
         );
         eprintln!("{name}: distributed queues ok");
+    }
+}
+
+/// A consumer waiting for a claimed item wakes when the claim is released: the item stays in
+/// the queue and only its lock node goes, so the queue's children do not change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_safety_wakes_a_waiting_consumer_when_a_claim_is_released() {
+    for target in servers().await {
+        let name = target.name;
+        let path = unique_path("released-claim");
+        let lock = format!("{path}-locks");
+        let first = session(&target.addr, Duration::from_secs(10)).await;
+        let queue = DistributedQueue::new(&first, &path)
+            .unwrap()
+            .with_lock_path(&lock)
+            .unwrap();
+        queue.put(b"job").await.unwrap();
+        let claim = queue.claim().await.unwrap();
+        let second = session(&target.addr, Duration::from_secs(10)).await;
+        let other = DistributedQueue::new(&second, &path)
+            .unwrap()
+            .with_lock_path(&lock)
+            .unwrap();
+        let waiting = tokio::spawn(async move { other.claim().await });
+        // Give the waiter time to find the item claimed and wait (if the release came first it
+        // would claim at once, and the test would pass without testing the wake-up).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "{name}: claimed twice");
+        claim.release().await.unwrap();
+        let again = tokio::time::timeout(LIMIT, waiting)
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the waiting consumer did not wake"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.message().items, vec![b"job".to_vec()]);
+        again.ack().await.unwrap();
+        eprintln!("{name}: released claim wakes a waiter ok");
     }
 }
 

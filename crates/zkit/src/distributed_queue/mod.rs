@@ -78,6 +78,10 @@ enum Taken {
 struct Look {
     taken: Option<Taken>,
     watcher: Option<zk::OneshotWatcher>,
+    /// With lock safety: a watch on the lock node of the first due item another session holds.
+    /// Its release (an ack deletes the item too, but a release or the holder's session ending
+    /// leaves the queue's children as they were) must wake a waiting consumer.
+    held: Option<zk::OneshotWatcher>,
     /// The head is due this long from now (delay queues).
     next_due: Option<Duration>,
 }
@@ -276,9 +280,18 @@ impl DistributedQueue {
                     None => std::future::pending().await,
                 }
             };
+            let held = async {
+                match look.held {
+                    Some(held) => {
+                        held.changed().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             match look.watcher {
                 Some(watcher) => tokio::select! {
                     _ = watcher.changed() => {}
+                    () = held => {}
                     () = due => {}
                     changed = state.changed() => changed.map_err(|_| Error::Closed)?,
                 },
@@ -301,6 +314,7 @@ impl DistributedQueue {
                         return Ok(Look {
                             taken: None,
                             watcher: None,
+                            held: None,
                             next_due: None,
                         });
                     }
@@ -316,6 +330,7 @@ impl DistributedQueue {
             }
         };
         let now = now_millis();
+        let mut held = None;
         for name in item::sorted_items(self.kind, &children) {
             let delay = item::delay_ms(self.kind, name, now);
             if delay > 0 {
@@ -323,16 +338,19 @@ impl DistributedQueue {
                 return Ok(Look {
                     taken: None,
                     watcher,
+                    held,
                     next_due: Some(Duration::from_millis(u64::try_from(delay).unwrap_or(0))),
                 });
             }
+            // Watch the first lock found held, when waiting.
+            let held_watch = (watch && held.is_none()).then_some(&mut held);
             let taken = match (&self.lock_path, claim) {
                 (Some(lock), true) => self
-                    .claim_one(&client, generation, lock, name)
+                    .claim_one(&client, generation, lock, name, held_watch)
                     .await?
                     .map(Taken::Claim),
                 (Some(lock), false) => self
-                    .take_locked(&client, lock, name)
+                    .take_locked(&client, lock, name, held_watch)
                     .await?
                     .map(Taken::Message),
                 (None, _) => self.take_plain(&client, name).await?.map(Taken::Message),
@@ -341,6 +359,7 @@ impl DistributedQueue {
                 return Ok(Look {
                     taken: Some(taken),
                     watcher: None,
+                    held: None,
                     next_due: None,
                 });
             }
@@ -348,6 +367,7 @@ impl DistributedQueue {
         Ok(Look {
             taken: None,
             watcher,
+            held,
             next_due: None,
         })
     }
@@ -390,9 +410,10 @@ impl DistributedQueue {
         client: &zk::Client,
         lock: &str,
         name: &str,
+        held: Option<&mut Option<zk::OneshotWatcher>>,
     ) -> Result<Option<Message>> {
         let generation = self.session.generation();
-        let Some(claim) = self.claim_one(client, generation, lock, name).await? else {
+        let Some(claim) = self.claim_one(client, generation, lock, name, held).await? else {
             return Ok(None);
         };
         claim.ack().await?;
@@ -405,9 +426,10 @@ impl DistributedQueue {
         generation: u64,
         lock: &str,
         name: &str,
+        held: Option<&mut Option<zk::OneshotWatcher>>,
     ) -> Result<Option<QueueClaim>> {
         let lock_node = join(lock, name);
-        if !create_lock_node(client, lock, &lock_node).await? {
+        if !create_lock_node(client, lock, &lock_node, held).await? {
             return Ok(None);
         }
         let item_path = join(&self.path, name);
@@ -453,7 +475,7 @@ impl DistributedQueue {
             match &self.lock_path {
                 Some(lock) => {
                     let lock_node = join(lock, &name);
-                    if !create_lock_node(&client, lock, &lock_node).await? {
+                    if !create_lock_node(&client, lock, &lock_node, None).await? {
                         continue;
                     }
                     let mut multi = client.new_multi_writer();
@@ -478,7 +500,15 @@ impl DistributedQueue {
 }
 
 /// Creates the ephemeral lock node of an item. `Ok(false)`: another session holds it.
-async fn create_lock_node(client: &zk::Client, lock: &str, lock_node: &str) -> Result<bool> {
+///
+/// With `held`, a lock node found held by another session gets an exists watch, left in `held`:
+/// it fires when that lock goes.
+async fn create_lock_node(
+    client: &zk::Client,
+    lock: &str,
+    lock_node: &str,
+    mut held: Option<&mut Option<zk::OneshotWatcher>>,
+) -> Result<bool> {
     let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
     let ours = client.session_id().0;
     let mut made_parents = false;
@@ -495,7 +525,19 @@ async fn create_lock_node(client: &zk::Client, lock: &str, lock_node: &str) -> R
             Err(err) => return Err(err.into()),
         }
         // Taken, or our own create whose reply was lost: whose is it?
-        match client.check_stat(lock_node).await {
+        let checked = match held.as_deref_mut() {
+            Some(slot) => match client.check_and_watch_stat(lock_node).await {
+                Ok((stat, watcher)) => {
+                    if stat.is_some_and(|s| s.ephemeral_owner != ours) {
+                        *slot = Some(watcher);
+                    }
+                    Ok(stat)
+                }
+                Err(err) => Err(err),
+            },
+            None => client.check_stat(lock_node).await,
+        };
+        match checked {
             Ok(Some(stat)) => return Ok(stat.ephemeral_owner == ours),
             Ok(None) => continue,
             Err(err) if Error::from(err.clone()).is_recoverable() => continue,
