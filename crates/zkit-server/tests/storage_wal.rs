@@ -418,6 +418,23 @@ fn an_empty_last_segment_hands_the_tail_to_the_one_before() {
     assert!(!unwritten.exists());
     assert_eq!((report.last_zxid, wal.last_zxid()), (Some(61), Some(61)));
     assert_eq!(read_all(&wal, 0), expected(1..=61));
+    drop(wal);
+    // With truncate_corrupt every segment is read whole at open: the one before the dropped
+    // segment is not read a second time, and nothing is cut.
+    let o = WalOptions {
+        truncate_corrupt: true,
+        ..opts(256)
+    };
+    let mut empty = empty[..8].to_vec();
+    empty.extend_from_slice(&62i64.to_le_bytes());
+    empty.resize(256, 0);
+    let empty_path = dir.path().join(segment_name(62));
+    fs::write(&empty_path, &empty).unwrap();
+    let (wal, report) = Wal::open(dir.path(), o).unwrap();
+    assert!(!empty_path.exists());
+    assert!(report.truncations.is_empty(), "{:?}", report.truncations);
+    assert_eq!(report.last_zxid, Some(61));
+    assert_eq!(read_all(&wal, 0), expected(1..=61));
 }
 
 #[test]

@@ -208,7 +208,8 @@ impl Wal {
                     segments.remove(i);
                     dir_changed = true;
                     // The segment before it is the last now: read it whole.
-                    if ends.pop().is_some() {
+                    if only_header_checked(&ends) {
+                        ends.pop();
                         i -= 1;
                     }
                     continue;
@@ -240,7 +241,8 @@ impl Wal {
                     segments.remove(i);
                     dir_changed = true;
                     dropped_empty = true;
-                    if ends.pop().is_some() {
+                    if only_header_checked(&ends) {
+                        ends.pop();
                         i -= 1;
                     }
                     continue;
@@ -280,7 +282,7 @@ impl Wal {
             if (offset as u64) <= SEGMENT_HEADER_LEN {
                 remove_file(&seg.path)?;
                 segments.remove(i);
-                if matches!(ends.last(), Some(None)) {
+                if only_header_checked(&ends) {
                     // The segment before it is the last now: read it whole.
                     ends.pop();
                     i -= 1;
@@ -742,6 +744,13 @@ impl Iterator for WalReader {
             }
         }
     }
+}
+
+/// Whether the segment before the one just removed was only header-checked by the open, so
+/// that, being the last now, it must be read whole. (With `truncate_corrupt` it was read whole
+/// already; reading it again would take its own records for out of order.)
+fn only_header_checked(ends: &[Option<u64>]) -> bool {
+    matches!(ends.last(), Some(None))
 }
 
 /// Checks a segment's header alone (its records are checked when they are read).
