@@ -526,15 +526,15 @@ async fn create_lock_node(
         }
         // Taken, or our own create whose reply was lost: whose is it?
         let checked = match held.as_deref_mut() {
-            Some(slot) => match client.check_and_watch_stat(lock_node).await {
-                Ok((stat, watcher)) => {
+            Some(slot) => client
+                .check_and_watch_stat(lock_node)
+                .await
+                .map(|(stat, watcher)| {
                     if stat.is_some_and(|s| s.ephemeral_owner != ours) {
                         *slot = Some(watcher);
                     }
-                    Ok(stat)
-                }
-                Err(err) => Err(err),
-            },
+                    stat
+                }),
             None => client.check_stat(lock_node).await,
         };
         match checked {
