@@ -124,6 +124,31 @@ async fn close_ends_the_session() {
     .await;
 }
 
+/// `expire` ends the session on the server as `close` does, but the client reports it as
+/// expired, to every clone, watcher and later request; a later `close` changes nothing.
+#[tokio::test]
+async fn expire_ends_the_session_and_reports_it_expired() {
+    on_both(|addr, _| async move {
+        let c = connect(&addr).await;
+        let r = root(&c, "expire").await;
+        c.create(&format!("{r}/e"), b"", &EPHEMERAL).await.unwrap();
+        let (_, watcher) = c.check_and_watch_stat(&format!("{r}/never")).await.unwrap();
+        let clone = c.clone();
+        within(c.expire()).await;
+        assert_eq!(c.state(), SessionState::Expired);
+        assert_eq!(clone.get_data("/").await, Err(Error::SessionExpired));
+        assert_eq!(
+            within(watcher.changed()).await,
+            WatchedEvent::new_session(SessionState::Expired)
+        );
+        within(c.close()).await;
+        assert_eq!(clone.state(), SessionState::Expired);
+        let observer = connect(&addr).await;
+        assert!(gone(&observer, &format!("{r}/e")).await);
+    })
+    .await;
+}
+
 /// The server expires a partitioned session: the client reports Expired to its state
 /// watchers and to every watcher, and fails what waited and what follows.
 #[tokio::test]

@@ -53,7 +53,8 @@
 //! monotonic clock). No server can expire the session before then, whichever member the client
 //! talks to and whatever leader the ensemble elects meanwhile. The session layer declares
 //! [`SessionState::Lost`] when that deadline passes without a newer answered request, or when
-//! the expiry is observed; it then closes the old client and builds a new session.
+//! the expiry is observed; it then ends the old client as expired (a request still using it
+//! fails with [`Error::SessionExpired`]) and builds a new session.
 //!
 //! | | `Suspended` (connection dropped, session provably alive) | `Lost` (expired, or past `valid_until`) |
 //! |---|---|---|

@@ -36,10 +36,17 @@
 //! and whose `LOST` comes a full session timeout after the disconnect, later than a server may
 //! already have expired the session. Here `Lost` is declared when `valid_until` passes in any
 //! state without a newer acknowledged request, or when the client observes the expiry. The old
-//! client is then closed (so that it cannot revive the old session behind the recipes' backs) and
-//! a background task connects a new ZooKeeper session (with backoff, forever until closed), which
-//! emits `Connected` with a new [`SessionEvent::generation`] and session id. Recipes compare
-//! generations to know that what they owned in the old session is gone.
+//! client is then ended as expired ([`zkit_client::Client::expire`]: it cannot revive the old
+//! session behind the recipes' backs, and a request still using it fails with
+//! [`Error::SessionExpired`], never [`Error::Closed`], which only a closed [`Session`] gives)
+//! and a background task connects a new ZooKeeper session (with backoff, forever until closed),
+//! which emits `Connected` with a new [`SessionEvent::generation`] and session id. Recipes
+//! compare generations to know that what they owned in the old session is gone.
+//!
+//! A new ZooKeeper session counts from the send of its ConnectRequest. When the answer came
+//! late (a link that held the request, then let it through), little or none of that validity
+//! may be left; one answered request renews it before the session is handed out, so that a
+//! healthy new session is not declared `Lost` the moment it appears.
 //!
 //! This module must not retry user operations: that is [`crate::retry()`]'s job.
 
@@ -276,7 +283,32 @@ async fn connect_client(connect_string: &str, options: &SessionOptions) -> Resul
     if let Some(tls) = &options.tls {
         connector = connector.with_tls(tls.clone());
     }
-    Ok(connector.connect(connect_string).await?)
+    let client = connector.connect(connect_string).await?;
+    renew_late_validity(&client).await;
+    Ok(client)
+}
+
+/// When the ConnectRequest was answered late, so that more than half of the new session's
+/// validity was spent before it could be used, renews it with one answered request (any
+/// answer, even an error code, proves that the server heard from the session after its
+/// send). Best effort: without an answer the session keeps the validity it has, and the
+/// supervisor judges it as any other.
+async fn renew_late_validity(client: &zk::Client) {
+    let timeout = client.session_timeout();
+    let left = still_valid(client.last_acknowledged_send(), timeout, Instant::now())
+        .map_or(Duration::ZERO, |deadline| {
+            deadline.saturating_duration_since(Instant::now())
+        });
+    if left >= timeout / 2 {
+        return;
+    }
+    tracing::debug!(
+        ?left,
+        "the new session's validity was mostly spent in its connect; renewing it"
+    );
+    if let Err(err) = client.check_stat("/").await {
+        tracing::debug!(error = %err, "renewing the new session's validity");
+    }
 }
 
 impl Session {
@@ -435,13 +467,16 @@ async fn supervise(shared: Arc<Shared>) {
             return;
         }
         // The old client must not revive the old session (reconnecting after we declared it
-        // lost would keep its ephemeral nodes alive behind the recipes' backs): close it, and
+        // lost would keep its ephemeral nodes alive behind the recipes' backs): end it, and
         // before `Lost` is announced, so that whatever a listener does on `Lost` (let the link
         // come back, say) finds the close already queued ahead of any reconnect. Without a
-        // connection the close is local and immediate.
+        // connection the close is local and immediate. It ends as expired, not closed: a
+        // recipe's request still in flight on it (or made with it before the next session is
+        // in place) fails as a lost session would, and the recipe retries on the next one
+        // instead of taking the error for the closing of the whole `Session`.
         let (old, old_generation) = shared.current();
         if old_generation == generation {
-            tokio::spawn(old.close());
+            tokio::spawn(old.expire());
         }
         drop(old);
         shared.emit(SessionState::Lost, generation, session_id);

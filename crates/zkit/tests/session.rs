@@ -52,7 +52,7 @@ async fn dropped_connection_is_suspended_then_reconnected_same_session() {
 
 /// The validity rule on a real server: a black-holed link is `Suspended` with `valid_until`
 /// standing still, and `Lost` comes when that deadline passes (not a full session timeout after
-/// the disconnect); the old client is closed and a new session built. A link that comes back
+/// the disconnect); the old client is ended as expired and a new session built. A link that comes back
 /// inside the window is `Reconnected`, same session, no `Lost`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_exactly_when_the_validity_deadline_passes() {
@@ -132,10 +132,10 @@ async fn lost_exactly_when_the_validity_deadline_passes() {
             .expect("a new session in time")
             .expect("connected");
         assert_eq!(event.generation, 2);
-        // The old client is closed: it cannot revive the old session. Its close was queued
-        // before `Lost`; if the link was up again by then (a black-holed connection that the
-        // resume revived), the close is a closeSession the server answers, so the client
-        // reaches `Closed` once that answer is in, which may come after the new session.
+        // The old client is ended as expired: it cannot revive the old session. Its close was
+        // queued before `Lost`; if the link was up again by then (a black-holed connection that
+        // the resume revived), the close is a closeSession the server answers, so the client
+        // reaches `Expired` once that answer is in, which may come after the new session.
         let mut old_state = old.state_watcher();
         let closed = tokio::time::timeout(timeout, async {
             let mut state = old_state.state();
@@ -147,12 +147,58 @@ async fn lost_exactly_when_the_validity_deadline_passes() {
         .await;
         assert_eq!(
             closed,
-            Ok(zkit::zkit_client::SessionState::Closed),
+            Ok(zkit::zkit_client::SessionState::Expired),
             "{}",
             target.name
         );
+        // A request that still uses it fails as a lost session does, not as a closed `Session`
+        // (which recipes take for the end of their work).
+        let late = old
+            .check_stat("/")
+            .await
+            .map(|_| ())
+            .map_err(zkit::Error::from);
+        assert_eq!(late, Err(zkit::Error::SessionExpired), "{}", target.name);
+        assert!(!s.is_closed());
         s.close();
         eprintln!("{}: validity deadline ok", target.name);
+    }
+}
+
+/// A ConnectRequest held by the link and let through late: the new session's validity counts
+/// from the request's send, so most of it is spent when the answer arrives. The session layer
+/// renews it before handing the session out, rather than declaring a healthy session `Lost` at
+/// once. (Not on the ensemble: there the client gives up on a held member after a third of the
+/// timeout and tries the next, so no answer comes that late.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_answered_late_starts_with_its_validity_renewed() {
+    for target in servers().await {
+        if target.kind == zkit_testkit::TargetKind::Ensemble {
+            continue;
+        }
+        let proxy = FaultProxy::start(target.addr.clone()).await.expect("proxy");
+        let requested = target.min_session_timeout.max(Duration::from_secs(4));
+        proxy.pause();
+        let addr = proxy.connect_string();
+        let connect = tokio::spawn(async move { session(&addr, requested).await });
+        // Let the request wait past 60 % of the timeout: without a renewal, at most 30 % of
+        // it (90 % minus the 60 % spent) would be left.
+        tokio::time::sleep(requested * 6 / 10).await;
+        proxy.resume();
+        let s = connect.await.expect("connect task");
+        assert_eq!(s.session_timeout(), requested, "{}", target.name);
+        let left = s
+            .valid_until()
+            .unwrap_or_else(|| panic!("{}: valid once connected", target.name))
+            .saturating_duration_since(tokio::time::Instant::now());
+        assert!(
+            left > requested / 2,
+            "{}: only {left:?} of validity left on a new session",
+            target.name
+        );
+        assert_eq!(s.generation(), 1, "{}", target.name);
+        s.close();
+        eprintln!("{}: late connect renewed, {left:?} left", target.name);
     }
 }
 

@@ -167,8 +167,27 @@ impl Client {
     /// # Cancellation safety
     /// The close is sent when this is called; dropping the future does not stop it.
     pub fn close(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.end(SessionState::Closed)
+    }
+
+    /// Ends the session as expired, for an owner whose own clock says the session may be gone
+    /// (a session layer past its validity deadline; Curator injects an expiration for the
+    /// same reason). It closes as [`Client::close`] does (a closeSession is sent if there is
+    /// a connection, so that the old session cannot be revived and its ephemeral nodes go at
+    /// once), but the client ends in [`SessionState::Expired`]: watchers get `Expired`, and
+    /// in-flight and later requests fail with [`Error::SessionExpired`], so that code using
+    /// it tells a lost session (retry on the next one) from a client closed on purpose. A
+    /// client already closing keeps the end it was given first.
+    ///
+    /// # Cancellation safety
+    /// As for [`Client::close`].
+    pub fn expire(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.end(SessionState::Expired)
+    }
+
+    fn end(&self, end: SessionState) -> impl Future<Output = ()> + Send + 'static {
         let (reply, done) = oneshot::channel();
-        let sent = self.tx.send(Command::Close { reply }).is_ok();
+        let sent = self.tx.send(Command::Close { reply, end }).is_ok();
         async move {
             if sent {
                 let _ = done.await;

@@ -159,7 +159,12 @@ impl Task {
             Some(Command::Unwatch { kind, path, id }) => {
                 self.watches.remove(kind, &path, id);
             }
-            Some(Command::Close { reply }) => self.closing = Some(Some(reply)),
+            Some(Command::Close { reply, end }) => {
+                if self.closing.is_none() {
+                    self.close_as = end;
+                }
+                self.closing = Some(Some(reply));
+            }
         }
     }
 
@@ -169,8 +174,8 @@ impl Task {
         if let Some(reply) = reply {
             let _ = reply.send(());
         }
-        self.fail_ready(Error::ClientClosed);
-        Some(SessionState::Closed)
+        self.fail_ready(self.close_as.to_error());
+        Some(self.close_as)
     }
 
     pub(super) fn on_connected(

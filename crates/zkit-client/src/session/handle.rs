@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::path::Chroot;
-use crate::types::{SessionInfo, StateCell, WatchType, WatchedEvent};
+use crate::types::{SessionInfo, SessionState, StateCell, WatchType, WatchedEvent};
 use crate::watch::{WatchKind, WatcherId};
 
 /// State the task publishes for [`crate::Client`]'s synchronous accessors.
@@ -105,6 +105,9 @@ pub(crate) enum Command {
     },
     Close {
         reply: oneshot::Sender<()>,
+        /// The terminal state the session ends in: `Closed`, or `Expired` for
+        /// [`Client::expire`](crate::Client::expire).
+        end: SessionState,
     },
 }
 

@@ -160,7 +160,7 @@ impl Task {
                 if let Some(reply) = reply {
                     let _ = reply.send(());
                 }
-                return Err(Stop::Terminal(SessionState::Closed));
+                return Err(Stop::Terminal(self.close_as));
             }
         }
         Ok(())

@@ -170,7 +170,7 @@ impl Task {
                     .iter()
                     .any(|p| matches!(p.kind, PendingKind::Close { .. })) =>
             {
-                Some(Stop::Terminal(SessionState::Closed))
+                Some(Stop::Terminal(self.close_as))
             }
             _ => None,
         }

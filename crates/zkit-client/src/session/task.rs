@@ -100,6 +100,9 @@ pub(crate) struct Task {
     pub(super) queued: VecDeque<Queued>,
     /// All handles are gone or `close` was called.
     pub(super) closing: Option<Option<oneshot::Sender<()>>>,
+    /// The terminal state a close ends the session in (`Closed` unless the first close asked
+    /// for `Expired`).
+    pub(super) close_as: SessionState,
     pub(super) ready: Option<Ready>,
     pub(super) started: Instant,
     /// Read-only mode: a read-write server found by probing, tried first next time.
@@ -153,6 +156,7 @@ pub(crate) fn new_task(
         next_xid: 1,
         queued: VecDeque::new(),
         closing: None,
+        close_as: SessionState::Closed,
         ready: Some(ready),
         started: Instant::now(),
         rw_host: None,
@@ -258,7 +262,7 @@ impl Task {
                 Command::Auth { reply, .. } | Command::RemoveWatches { reply, .. } => {
                     let _ = reply.send(Err(err.clone()));
                 }
-                Command::Close { reply } => {
+                Command::Close { reply, .. } => {
                     let _ = reply.send(());
                 }
                 Command::Unwatch { .. } => {}

@@ -24,7 +24,12 @@ impl Task {
                     self.write_close(conn, None, now);
                 }
             }
-            Some(Command::Close { reply }) => self.write_close(conn, Some(reply), now),
+            Some(Command::Close { reply, end }) => {
+                if self.closing.is_none() {
+                    self.close_as = end;
+                }
+                self.write_close(conn, Some(reply), now);
+            }
             Some(Command::Request(submit)) => self.write_submit(conn, submit, now),
             Some(Command::Auth {
                 scheme,

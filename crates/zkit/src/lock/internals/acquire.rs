@@ -122,15 +122,11 @@ pub(crate) async fn acquire(c: Contend<'_>, timeout: Option<Duration>) -> Result
                 result = attempt(&c, &cleanup.uuid, bound) => result,
                 err = session_gone(&c, bound) => Err(err),
             };
-            // The session layer closes a lost session's client, so a request of a session-bound
-            // attempt can fail with `Closed` just before the loss is published: that is the
-            // loss, unless the `Session` itself was closed.
+            // The session layer ends a lost session's client as expired, so a request of a
+            // session-bound attempt can fail with `SessionExpired` just before the loss is
+            // published: that is the loss.
             match result {
-                Err(Error::Closed)
-                    if bound.is_some() && c.session.state().state != SessionState::Closed =>
-                {
-                    Err(Error::SessionLost)
-                }
+                Err(Error::SessionExpired) if bound.is_some() => Err(Error::SessionLost),
                 other => other,
             }
         };

@@ -151,8 +151,9 @@ impl LockGuard {
             // node with it. A delete sent on that session would wait for a reconnect that may
             // never come (the client keeps requests made while disconnected and sends them
             // after reconnecting, as Apache's ClientCnxn does), so it is not waited for.
-            // Checked first: the session layer closes a lost session's client, and the delete
-            // on it then fails at once with `Closed`, which is no failure of the release.
+            // Checked first: the session layer ends a lost session's client as expired, and the
+            // delete on it then fails at once with `SessionExpired`, which is no failure of the
+            // release.
             tokio::select! {
                 biased;
                 () = session_ended(&self.session, self.generation) => Ok(()),
