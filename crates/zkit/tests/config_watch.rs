@@ -109,6 +109,18 @@ async fn watcher_survives_an_expired_session() {
 
         let timeout = target.min_session_timeout;
         let watched = session(&proxy.connect_string(), timeout).await;
+        // Gone once the server has expired the watched session.
+        let marker = unique_path("config-expiry-marker");
+        watched
+            .client()
+            .create(
+                &marker,
+                b"",
+                &zkit::zkit_client::CreateMode::Ephemeral
+                    .with_acls(zkit::zkit_client::Acls::anyone_all()),
+            )
+            .await
+            .expect("marker");
         let mut watcher = ConfigWatcher::new(&watched, &root).expect("watcher");
         let mut initial = Vec::new();
         // The root itself, k and gone.
@@ -151,7 +163,15 @@ async fn watcher_survives_an_expired_session() {
         .await
         .expect("session lost in time")
         .expect("state stream");
-        tokio::time::sleep(timeout).await; // let the server's expiry pass its own deadline too
+        // And until the server has expired it too: the watcher then resyncs on a new session.
+        common::eventually("the server expires the session", timeout * 3, || {
+            let (client, marker) = (writer.client(), marker.clone());
+            async move {
+                client.sync(&marker).await.expect("sync");
+                matches!(client.check_stat(&marker).await, Ok(None))
+            }
+        })
+        .await;
         proxy.resume();
         let watcher = tokio::time::timeout(Duration::from_secs(60), task)
             .await
@@ -242,6 +262,8 @@ async fn one_shot_fallback_follows_creations_changes_and_deletions() {
         assert_eq!(watcher.mode(), WatchMode::OneShot);
         // The node exists in the initial snapshot, so its deletion must be reported.
         store.write("x/y", b"0").await.unwrap();
+        // Written through another session, perhaps on another ensemble member.
+        watcher_session.client().sync(&root).await.unwrap();
         watcher.load().await.unwrap();
         let writes = tokio::spawn(async move {
             for i in 1..200u32 {

@@ -390,6 +390,8 @@ async fn discovery_instances_are_seen_both_ways() {
             ],
         ));
         assert_eq!(registrar.line().await, "registered", "{name}");
+        // Curator registered through its own session, perhaps on another ensemble member.
+        s.client().sync(&base).await.unwrap();
         let found = discovery.query_for_instances("api").await.unwrap();
         assert_eq!(found.len(), 1, "{name}: {found:?}");
         let java_instance = &found[0];
@@ -552,6 +554,8 @@ async fn zkit_service_cli_and_curator_see_each_other() {
         assert_eq!(status.code(), Some(0), "{name}");
         // Both unregistered on their way out (no JVM for this check: JVMs are the slow part).
         let discovery = ServiceDiscovery::<serde_json::Value>::new(&s, &base).unwrap();
+        // They left through their own sessions, perhaps on other ensemble members.
+        s.client().sync(&base).await.unwrap();
         let left = discovery.query_for_instances("api").await.unwrap();
         assert!(left.is_empty(), "{name}: still registered: {left:?}");
         eprintln!("{name}: zkit service / curator interop ok");

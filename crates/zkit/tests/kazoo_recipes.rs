@@ -145,7 +145,9 @@ async fn leases_are_shared_with_kazoo() {
             kazoo_lines(&script, &["lease", &target.addr, &path, "60", "py"]).await,
             vec!["obtained"]
         );
-        // kazoo's JSON reads back; zkit does not get a lease kazoo holds.
+        // kazoo's JSON reads back; zkit does not get a lease kazoo holds. (kazoo wrote through
+        // its own session, perhaps on another ensemble member.)
+        s.client().sync(&path).await.unwrap();
         let holder = NonBlockingLease::holder(&s, &path)
             .await
             .unwrap()
@@ -255,6 +257,8 @@ async fn locking_queue_is_shared_with_kazoo() {
             kazoo_lines(&script, &["queue-get", &target.addr, &path, "1"]).await,
             vec!["held"]
         );
+        // kazoo consumed it through its own session, perhaps on another ensemble member.
+        s.client().sync(&path).await.unwrap();
         assert_eq!(queue.len().await.unwrap(), 0, "{name}");
         eprintln!("{name}: kazoo locking queue interop ok");
     })

@@ -242,6 +242,8 @@ async fn queue_claims_hide_items_until_acked_or_released() {
 
         let claim = q1.try_claim().await.unwrap().expect("an item to claim");
         assert_eq!(claim.item().sequence, first);
+        // s2 may be on another ensemble member: see s1's item and claim before judging.
+        s2.client().sync(&path).await.unwrap();
         assert!(
             q2.try_claim().await.unwrap().is_none(),
             "{name}: claimed twice"
@@ -265,6 +267,7 @@ async fn queue_claims_hide_items_until_acked_or_released() {
         s1.client().delete(&result, None).await.unwrap();
         // Given back: the other consumer gets it.
         claim.release().await.unwrap();
+        s2.client().sync(&path).await.unwrap();
 
         let claim = q2.try_claim().await.unwrap().expect("released item");
         assert_eq!(claim.item().data, b"a");

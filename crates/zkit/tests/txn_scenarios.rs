@@ -475,10 +475,13 @@ async fn old_coordinator_and_recoverer_race_for_one_decision() {
         let recoverer_session = common::session(&target.addr, Duration::from_secs(10)).await;
         let _recoverer = Recoverer::start(&recoverer_session, &options, "r1", Some(observer))
             .expect("recoverer");
+        // Leading before the transaction begins, so that its deadline plus grace (0.5 s) is all
+        // it waits for; the coordinator's decision comes 2 s after that.
+        assert_eq!(recovered.recv().await, Some(RecoveryEvent::Leading));
         let stuck = TxnOptions {
             vote_timeout: Duration::from_millis(400),
             recovery_grace: Duration::from_millis(100),
-            decision_delay: Duration::from_millis(1500),
+            decision_delay: Duration::from_millis(2500),
             ..options.clone()
         };
         let (_s2, old) = coordinator(&target.addr, stuck).await;
