@@ -108,7 +108,12 @@ async fn semaphore_mutex_excludes_is_not_reentrant_and_uses_curators_layout() {
         ));
         let theirs = SemaphoreMutex::new(&other, &path);
         let waiter = tokio::spawn(async move { theirs.lock().await });
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The waiter's lease node is in (it has counted the leases and waits), not granted.
+        eventually("the waiter's lease node", LIMIT, || {
+            let (s, leases) = (s.clone(), format!("{path}/leases"));
+            async move { children(&s, &leases).await.len() == 2 }
+        })
+        .await;
         assert!(!waiter.is_finished(), "{name}: two holders");
         lease.release().await.unwrap();
         let their_lease = tokio::time::timeout(LIMIT, waiter)
