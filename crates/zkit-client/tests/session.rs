@@ -103,50 +103,51 @@ async fn the_session_timeout_is_negotiated() {
     .await;
 }
 
+/// Ends a session holding an ephemeral node and a watch with `close` (`Closed`) or `expire`
+/// (`Expired`), and checks what every clone, watcher and later request is told, and that the
+/// server ended the session too.
+async fn end_and_check(addr: &str, end: SessionState) {
+    let c = connect(addr).await;
+    let expire = end == SessionState::Expired;
+    let r = root(&c, if expire { "expire" } else { "close" }).await;
+    c.create(&format!("{r}/e"), b"", &EPHEMERAL).await.unwrap();
+    let (_, watcher) = c.check_and_watch_stat(&format!("{r}/never")).await.unwrap();
+    let clone = c.clone();
+    if expire {
+        within(c.expire()).await;
+    } else {
+        within(c.close()).await;
+    }
+    assert_eq!(c.state(), end);
+    let err = if expire {
+        Error::SessionExpired
+    } else {
+        Error::ClientClosed
+    };
+    assert_eq!(clone.get_data("/").await, Err(err));
+    assert_eq!(
+        within(watcher.changed()).await,
+        WatchedEvent::new_session(end)
+    );
+    if expire {
+        // A later close changes nothing.
+        within(c.close()).await;
+        assert_eq!(clone.state(), SessionState::Expired);
+    }
+    let observer = connect(addr).await;
+    assert!(gone(&observer, &format!("{r}/e")).await);
+}
+
 #[tokio::test]
 async fn close_ends_the_session() {
-    on_both(|addr, _| async move {
-        let c = connect(&addr).await;
-        let r = root(&c, "close").await;
-        c.create(&format!("{r}/e"), b"", &EPHEMERAL).await.unwrap();
-        let (_, watcher) = c.check_and_watch_stat(&format!("{r}/never")).await.unwrap();
-        let clone = c.clone();
-        within(c.close()).await;
-        assert_eq!(c.state(), SessionState::Closed);
-        assert_eq!(clone.get_data("/").await, Err(Error::ClientClosed));
-        assert_eq!(
-            within(watcher.changed()).await,
-            WatchedEvent::new_session(SessionState::Closed)
-        );
-        let observer = connect(&addr).await;
-        assert!(gone(&observer, &format!("{r}/e")).await);
-    })
-    .await;
+    on_both(|addr, _| async move { end_and_check(&addr, SessionState::Closed).await }).await;
 }
 
 /// `expire` ends the session on the server as `close` does, but the client reports it as
 /// expired, to every clone, watcher and later request; a later `close` changes nothing.
 #[tokio::test]
 async fn expire_ends_the_session_and_reports_it_expired() {
-    on_both(|addr, _| async move {
-        let c = connect(&addr).await;
-        let r = root(&c, "expire").await;
-        c.create(&format!("{r}/e"), b"", &EPHEMERAL).await.unwrap();
-        let (_, watcher) = c.check_and_watch_stat(&format!("{r}/never")).await.unwrap();
-        let clone = c.clone();
-        within(c.expire()).await;
-        assert_eq!(c.state(), SessionState::Expired);
-        assert_eq!(clone.get_data("/").await, Err(Error::SessionExpired));
-        assert_eq!(
-            within(watcher.changed()).await,
-            WatchedEvent::new_session(SessionState::Expired)
-        );
-        within(c.close()).await;
-        assert_eq!(clone.state(), SessionState::Expired);
-        let observer = connect(&addr).await;
-        assert!(gone(&observer, &format!("{r}/e")).await);
-    })
-    .await;
+    on_both(|addr, _| async move { end_and_check(&addr, SessionState::Expired).await }).await;
 }
 
 /// The server expires a partitioned session: the client reports Expired to its state

@@ -160,9 +160,7 @@ impl Task {
                 self.watches.remove(kind, &path, id);
             }
             Some(Command::Close { reply, end }) => {
-                if self.closing.is_none() {
-                    self.close_as = end;
-                }
+                self.close_as_first(end);
                 self.closing = Some(Some(reply));
             }
         }

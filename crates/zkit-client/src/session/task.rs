@@ -232,6 +232,14 @@ impl Task {
         }
     }
 
+    /// Records how a close ends the session, unless one is already under way (the first
+    /// close's end stands).
+    pub(super) fn close_as_first(&mut self, end: SessionState) {
+        if self.closing.is_none() {
+            self.close_as = end;
+        }
+    }
+
     pub(super) fn fail_ready(&mut self, err: Error) {
         if let Some(ready) = self.ready.take() {
             let _ = ready.send(Err(err));

@@ -25,9 +25,7 @@ impl Task {
                 }
             }
             Some(Command::Close { reply, end }) => {
-                if self.closing.is_none() {
-                    self.close_as = end;
-                }
+                self.close_as_first(end);
                 self.write_close(conn, Some(reply), now);
             }
             Some(Command::Request(submit)) => self.write_submit(conn, submit, now),
