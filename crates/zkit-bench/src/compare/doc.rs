@@ -132,8 +132,8 @@ pub(super) fn performance_doc(d: &PerformanceDoc<'_>) -> String {
             out,
             "## Latency distribution\n\n\
              Percentile distributions (HdrHistogram's: x is the percentile on a scale of nines, \
-             y the latency) of the runs where latency is not queueing: one request at a time, \
-             and both servers at the same fixed offered load.\n\n\
+             y the latency on a log scale) of the runs where latency is not queueing: one \
+             request at a time, and both servers at the same fixed offered load.\n\n\
              ![Latency percentiles of zkit serve and Apache ZooKeeper]({link})\n"
         );
     }

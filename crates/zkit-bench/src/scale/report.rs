@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
+use crate::plot::{log_ticks, short_number};
+
 /// One of the axes the server is scaled along.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Axis {
@@ -394,7 +396,9 @@ pub fn svg(run: &AxisRun, width: u32, height: u32) -> Result<String> {
                 .y_label_area_size(70)
                 .build_cartesian_2d(
                     (x_min / 1.3..x_max * 1.3).log_scale(),
-                    (y_min..y_max).log_scale(),
+                    (y_min..y_max)
+                        .log_scale()
+                        .with_key_points(log_ticks(y_min, y_max)),
                 )
                 .map_err(draw_error)?;
             chart
@@ -446,20 +450,6 @@ fn axis_label(axis: Axis, x: f64) -> String {
         return String::new();
     }
     axis.format_x(10f64.powi(exponent.round() as i32) as u64)
-}
-
-fn short_number(y: f64) -> String {
-    if y >= 1e6 {
-        format!("{:.1}M", y / 1e6)
-    } else if y >= 1e3 {
-        format!("{:.1}k", y / 1e3)
-    } else if y >= 10.0 {
-        format!("{y:.0}")
-    } else if y >= 0.1 {
-        format!("{y:.2}")
-    } else {
-        format!("{y:.3}")
-    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //!
 //! The chart is HdrHistogram's percentile distribution: the x axis is the percentile on a
 //! "nines" scale (0 %, 90 %, 99 %, 99.9 %, … evenly spaced: x = -log10(1 - p)), the y axis
-//! the latency at that percentile, one line per series (a server and an operation mix). Pure:
+//! the latency at that percentile on a log scale, one line per series (a server and an operation mix). Pure:
 //! points in, SVG text out; the caller writes the file.
 
 use anyhow::{anyhow, Result};
@@ -83,14 +83,16 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
         .flat_map(|s| s.points.iter().map(|(p, _)| nines(*p)))
         .fold(2.0f64, f64::max)
         .ceil();
-    let y_max = drawn
-        .iter()
-        .flat_map(|s| s.points.iter().map(|(_, us)| *us))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64
-        / 1000.0
-        * 1.05;
+    // Latencies in ms on a log axis: a server's sync reads (tens of µs) and another's queued
+    // tail (hundreds of ms) are both readable. A sample of 0 µs is drawn at 1 µs.
+    let latencies = || {
+        drawn
+            .iter()
+            .flat_map(|s| s.points.iter().map(|(_, us)| (*us).max(1) as f64 / 1000.0))
+    };
+    let y_min = latencies().fold(f64::INFINITY, f64::min) / 1.5;
+    // Headroom above the curves for the legend.
+    let y_max = latencies().fold(0.0f64, f64::max) * 3.0;
 
     let mut out = String::new();
     {
@@ -103,7 +105,12 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
             .margin_right(36)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .build_cartesian_2d(
+                0.0..x_max,
+                (y_min..y_max)
+                    .log_scale()
+                    .with_key_points(log_ticks(y_min, y_max)),
+            )
             .map_err(draw_error)?;
         chart
             .configure_mesh()
@@ -112,7 +119,7 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
             // One label per nine (0%, 90%, 99%, …): ask for one per unit of the axis.
             .x_labels(x_max as usize + 1)
             .x_label_formatter(&|x| percentile_label(*x))
-            .y_label_formatter(&|y| format!("{y:.2}"))
+            .y_label_formatter(&|y| short_number(*y))
             .draw()
             .map_err(draw_error)?;
         for (i, s) in drawn.iter().enumerate() {
@@ -121,7 +128,7 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
                 .draw_series(LineSeries::new(
                     s.points
                         .iter()
-                        .map(|(p, us)| (nines(*p), *us as f64 / 1000.0)),
+                        .map(|(p, us)| (nines(*p), (*us).max(1) as f64 / 1000.0)),
                     colour.stroke_width(2),
                 ))
                 .map_err(draw_error)?
@@ -140,6 +147,54 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
         root.present().map_err(draw_error)?;
     }
     Ok(out)
+}
+
+/// The y ticks of a log axis from `min` to `max`: 1, 2 and 5 times each power of ten between
+/// them, or only the powers of ten when that would crowd the axis.
+pub fn log_ticks(min: f64, max: f64) -> Vec<f64> {
+    if !(min > 0.0 && max > min && max.is_finite()) {
+        return Vec::new();
+    }
+    let first = min.log10().floor() as i32;
+    let last = max.log10().ceil() as i32;
+    let ticks = |steps: &[f64]| -> Vec<f64> {
+        (first..=last)
+            .flat_map(|e| steps.iter().map(move |s| s * 10f64.powi(e)))
+            .filter(|t| (min..=max).contains(t))
+            .collect()
+    };
+    let dense = ticks(&[1.0, 2.0, 5.0]);
+    if dense.len() <= 10 {
+        dense
+    } else {
+        ticks(&[1.0])
+    }
+}
+
+/// A tick's label: at most three significant digits, without trailing zeros (`200k`, `1.5M`,
+/// `2`, `0.5`).
+pub fn short_number(y: f64) -> String {
+    let (value, suffix) = if y >= 1e6 {
+        (y / 1e6, "M")
+    } else if y >= 1e3 {
+        (y / 1e3, "k")
+    } else {
+        (y, "")
+    };
+    let decimals = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else if value >= 1.0 {
+        2
+    } else {
+        3
+    };
+    let mut text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text = text.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    text + suffix
 }
 
 /// `0%`, `90%`, `99%`, `99.9%`, … for a whole nines coordinate; nothing between them.
@@ -174,6 +229,43 @@ mod tests {
             h.record(us).unwrap();
         }
         h
+    }
+
+    #[test]
+    fn log_ticks_are_one_two_five_per_decade_within_the_range() {
+        assert_eq!(log_ticks(1.3, 21.5), vec![2.0, 5.0, 10.0, 20.0]);
+        assert_eq!(
+            log_ticks(30_000.0, 1_600_000.0),
+            vec![50_000.0, 100_000.0, 200_000.0, 500_000.0, 1_000_000.0]
+        );
+        // Seven decades: 1, 2, 5 of each would be 19 ticks; only the powers of ten.
+        assert_eq!(
+            log_ticks(0.5, 20_000_000.0),
+            vec![1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7]
+        );
+        assert!(log_ticks(0.0, 10.0).is_empty());
+        assert!(log_ticks(5.0, 5.0).is_empty());
+    }
+
+    #[test]
+    fn tick_labels_are_short() {
+        let labels: Vec<String> = [
+            1_000_000.0,
+            1_500_000.0,
+            200_000.0,
+            50_000.0,
+            20.0,
+            2.0,
+            0.5,
+            0.02,
+        ]
+        .into_iter()
+        .map(short_number)
+        .collect();
+        assert_eq!(
+            labels,
+            ["1M", "1.5M", "200k", "50k", "20", "2", "0.5", "0.02"]
+        );
     }
 
     #[test]
@@ -245,6 +337,13 @@ mod tests {
             assert!(body.contains(label), "{label:?} missing");
         }
         assert!(body.contains("99.9%"), "the nines axis is labelled");
+        // 150 µs to 4 ms on a log axis: labelled at 1, 2 and 5 of each decade.
+        for tick in ["0.2", "0.5", "1", "2", "5"] {
+            assert!(
+                body.contains(&format!(">\n{tick}\n</text>")),
+                "latency tick {tick} missing"
+            );
+        }
         assert!(svg("empty", &[], 800, 500).is_err());
     }
 }
