@@ -4,8 +4,8 @@
 //!
 //! The chart is HdrHistogram's percentile distribution: the x axis is the percentile on a
 //! "nines" scale (0 %, 90 %, 99 %, 99.9 %, … evenly spaced: x = -log10(1 - p)), the y axis
-//! the latency at that percentile on a log scale, one line per series (a server and an operation mix). Pure:
-//! points in, SVG text out; the caller writes the file.
+//! the latency at that percentile on a log scale, one line per series (a server and an
+//! operation mix). Pure: points in, SVG text out; the caller writes the file.
 
 use anyhow::{anyhow, Result};
 use hdrhistogram::Histogram;
@@ -84,11 +84,11 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
         .fold(2.0f64, f64::max)
         .ceil();
     // Latencies in ms on a log axis: a server's sync reads (tens of µs) and another's queued
-    // tail (hundreds of ms) are both readable. A sample of 0 µs is drawn at 1 µs.
+    // tail (hundreds of ms) are both readable.
     let latencies = || {
         drawn
             .iter()
-            .flat_map(|s| s.points.iter().map(|(_, us)| (*us).max(1) as f64 / 1000.0))
+            .flat_map(|s| s.points.iter().map(|(_, us)| log_ms(*us)))
     };
     let y_min = latencies().fold(f64::INFINITY, f64::min) / 1.5;
     // Headroom above the curves for the legend.
@@ -126,9 +126,7 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
             let colour = COLOURS[i % COLOURS.len()];
             chart
                 .draw_series(LineSeries::new(
-                    s.points
-                        .iter()
-                        .map(|(p, us)| (nines(*p), (*us).max(1) as f64 / 1000.0)),
+                    s.points.iter().map(|(p, us)| (nines(*p), log_ms(*us))),
                     colour.stroke_width(2),
                 ))
                 .map_err(draw_error)?
@@ -147,6 +145,11 @@ pub fn svg(title: &str, series: &[Series], width: u32, height: u32) -> Result<St
         root.present().map_err(draw_error)?;
     }
     Ok(out)
+}
+
+/// A latency in µs as the chart's milliseconds; 0 µs (off a log axis) is drawn at 1 µs.
+fn log_ms(us: u64) -> f64 {
+    us.max(1) as f64 / 1000.0
 }
 
 /// The y ticks of a log axis from `min` to `max`: 1, 2 and 5 times each power of ten between
