@@ -19,6 +19,11 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[cfg(not(feature = "dhat-heap"))]
 const MI_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 
+/// `mi_option_allow_thp`, mimalloc's option number (as [`MI_ARENA_EAGER_COMMIT`]); a test
+/// checks it against the option's documented default (1: transparent huge pages allowed).
+#[cfg(not(feature = "dhat-heap"))]
+const MI_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
+
 /// Arenas are committed as they are used, not eagerly: with mimalloc's defaults
 /// `zkit serve` holding 1,000,000 znodes had 289 MB of RSS against glibc's 256 MB; with eager
 /// commit off, 275 MB. (Purging freed memory at once as well took it to 266 MB, but cost
@@ -32,6 +37,32 @@ pub(crate) fn tune() {
         libmimalloc_sys::mi_option_set(MI_ARENA_EAGER_COMMIT, 0);
     }
 }
+
+/// No transparent huge pages for this process (for `zkit serve`; call before any other
+/// thread exists). mimalloc asks the kernel for them (`MADV_HUGEPAGE`) on the memory it
+/// maps, so each first touch faulted in and zeroed 2 MiB at once: pipelined creates, whose
+/// tree grows by hundreds of MB in seconds, spent more of the server's CPU in the kernel
+/// zeroing huge pages
+/// (`clear_page_erms` under `do_huge_pmd_anonymous_page`, half of the server's samples in
+/// one profile) than in the server itself. This is what mimalloc does for
+/// `MIMALLOC_ALLOW_THP=0`: the option, and `PR_SET_THP_DISABLE` for the process, since the
+/// memory mimalloc mapped before this call was already advised. The flag is inherited by
+/// child processes, so the commands that run other programs do not set it.
+#[cfg(not(feature = "dhat-heap"))]
+pub(crate) fn no_huge_pages() {
+    // SAFETY: mi_option_set stores an option's value, before any other thread exists.
+    unsafe { libmimalloc_sys::mi_option_set(MI_ALLOW_THP, 0) };
+    // SAFETY: prctl(PR_SET_THP_DISABLE) only sets a flag on this process's memory. A kernel
+    // without it (before 3.15) refuses it and keeps huge pages: only the speed differs.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
+/// Nothing to turn off under the heap profiler (the system allocator).
+#[cfg(feature = "dhat-heap")]
+pub(crate) fn no_huge_pages() {}
 
 /// Nothing to tune under the heap profiler (the system allocator).
 #[cfg(feature = "dhat-heap")]
@@ -59,5 +90,13 @@ mod tests {
         // SAFETY: mi_option_get only reads an option.
         let eager = unsafe { libmimalloc_sys::mi_option_get(super::MI_ARENA_EAGER_COMMIT) };
         assert_eq!(eager, 2);
+        // SAFETY: as above.
+        let thp = unsafe { libmimalloc_sys::mi_option_get(super::MI_ALLOW_THP) };
+        assert_eq!(
+            thp,
+            1,
+            "mi_option_allow_thp is not option {}",
+            super::MI_ALLOW_THP
+        );
     }
 }

@@ -132,6 +132,9 @@ enum BenchCommand {
 fn main() -> ExitCode {
     allocator::tune();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_)) {
+        allocator::no_huge_pages();
+    }
     // Dropped after the runtime: the profile covers the whole server run.
     #[cfg(feature = "dhat-heap")]
     let _profiler = matches!(cli.command, Command::Serve(_)).then(heap_profile::start);
